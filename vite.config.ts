@@ -1,0 +1,58 @@
+/// <reference types="vitest/config" />
+import { defineConfig } from 'vite';
+
+/**
+ * One config, four builds:
+ * - default (`vite`, `vite build`): the benchmark page, root bench/page -> dist/page
+ * - `--mode lib`: the library, src/index.ts + src/node.ts -> dist/lib (shaders inlined via ?raw)
+ * - `--mode cli`: the Node runners (bench/node.ts, bench/headless.ts) -> dist/cli/*.mjs; the Node
+ *   bench bundles everything but `webgpu`, so it runs where there is no npm (../shared/gpu/pack.sh)
+ * - vitest: `test` below
+ */
+export default defineConfig(({ mode }) => {
+  if (mode === 'lib') {
+    return {
+      build: {
+        outDir: 'dist/lib',
+        emptyOutDir: true,
+        target: 'es2022',
+        minify: false,
+        sourcemap: true,
+        lib: { entry: { index: 'src/index.ts', node: 'src/node.ts' }, formats: ['es'] },
+        rollupOptions: { external: ['webgpu', /^node:/] },
+      },
+    };
+  }
+  if (mode === 'cli') {
+    return {
+      build: {
+        outDir: 'dist/cli',
+        emptyOutDir: true,
+        target: 'node20',
+        minify: false,
+        ssr: true,
+        rollupOptions: {
+          input: { 'bench-node': 'bench/node.ts', 'bench-headless': 'bench/headless.ts' },
+          external: ['webgpu', 'puppeteer-core', /^node:/],
+          output: { entryFileNames: '[name].mjs', format: 'es' },
+        },
+      },
+      ssr: { noExternal: true, external: ['webgpu', 'puppeteer-core'] },
+    };
+  }
+  return {
+    root: 'bench/page',
+    base: './',
+    build: { outDir: '../../dist/page', emptyOutDir: true, target: 'es2022' },
+    server: { fs: { allow: ['../..'] } },
+    test: {
+      root: '.',
+      include: ['test/**/*.test.ts'],
+      testTimeout: 120_000,
+      hookTimeout: 180_000,
+      // One GPU device per file; SwiftShader work is CPU-bound, so files run one at a time.
+      fileParallelism: false,
+      pool: 'forks',
+    },
+  };
+});
