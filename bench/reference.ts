@@ -74,7 +74,8 @@ export function sleepRef(
 
 /**
  * One element of `compute_intensive.wgsl`, rounding to f32 after every operation:
- * `x = (0.5*y + 0.5*x) - 0.125*((x*x)*x)`, starting at `x = y`.
+ * `x = ((0.5*y + 0.5*x) + t) - 0.125*((x*x)*x)` with `t = (k & 1023) * 2^-14` at step `k`,
+ * starting at `x = y`.
  */
 export function computeIntensiveStep(y: number, iterations: number): number {
   const f = Math.fround;
@@ -83,7 +84,8 @@ export function computeIntensiveStep(y: number, iterations: number): number {
   let x = yf;
   for (let k = 0; k < iterations; k++) {
     const cube = f(f(x * x) * x);
-    x = f(f(hy + f(0.5 * x)) - f(0.125 * cube));
+    const t = (k & 1023) * 2 ** -14; // exact in f32
+    x = f(f(f(hy + f(0.5 * x)) + t) - f(0.125 * cube));
   }
   return x;
 }

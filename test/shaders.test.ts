@@ -13,6 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 
 import {
+  type Tolerance,
   COMPUTE_INTENSIVE_TOL,
   DEFAULT_ITERATIONS,
   WORKGROUP_SIZE,
@@ -275,9 +276,11 @@ function gridFor(n: number, wg: number, grid?: [number, number]): [number, numbe
 async function runVectorAdd(n: number, seed: number, grid?: [number, number]) {
   const k = KERNELS.vectorAdd;
   const r = rng(seed);
-  // Mixed magnitudes so that the f32 add actually rounds.
-  const a = r.f32Array(n, -1000, 1000);
-  const b = r.f32Array(n, -1, 1);
+  // Mixed magnitudes so that the f32 add actually rounds. a and b are longer than out: the
+  // kernel must take n from out, and an unguarded i >= n (clamped by robust buffer access) would
+  // write a[j] + b[j] for some j >= n over out[n - 1].
+  const a = r.f32Array(n + 64, -1000, 1000);
+  const b = r.f32Array(n + 64, -1, 1);
   const junk = r.f32Array(n + 64, 5000, 6000); // not zeros: unwritten elements show up
   const bufA = storageFrom('a', a);
   const bufB = storageFrom('b', b);
@@ -325,7 +328,8 @@ async function runComputeIntensive(
 ) {
   const k = KERNELS.computeIntensive;
   const r = rng(seed);
-  const input = r.f32Array(n, -1, 1);
+  // Longer than out, as in runVectorAdd: n comes from out.
+  const input = r.f32Array(n + 64, -1, 1);
   // The ends of the documented input range, where the map's derivative is smallest.
   if (n >= 3) {
     input[0] = -1;
@@ -341,23 +345,36 @@ async function runComputeIntensive(
     [{ buffer: bufIn }, { buffer: bufOut }],
     gridFor(n, k.workgroupSize, grid),
   );
+  const used = input.subarray(0, n);
   return {
-    input,
+    input: used,
     got: new Float32Array(await readBack(bufOut, n * 4)),
-    want: computeIntensiveRef(input, iterations ?? DEFAULT_ITERATIONS.computeIntensive),
+    want: computeIntensiveRef(used, iterations ?? DEFAULT_ITERATIONS.computeIntensive),
   };
+}
+
+/** Fails with firstMismatch's full description (vitest would truncate it in a diff). */
+function expectMatch(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  context: string,
+  tol?: Tolerance,
+): void {
+  const mismatch = firstMismatch(got, want, tol);
+  if (mismatch !== null) expect.fail(`${context}: ${mismatch}`);
 }
 
 /** Largest |got - want| and largest distance in f32 ulps, for the log. */
 function maxError(got: Float32Array, want: Float32Array): { abs: number; ulps: number } {
   const gi = new Int32Array(got.buffer, got.byteOffset, got.length);
   const wi = new Int32Array(want.buffer, want.byteOffset, want.length);
+  // Bit patterns mapped to integers that order like the floats (negatives mirrored).
+  const ordered = (bits: number) => (bits < 0 ? -(bits & 0x7fffffff) : bits);
   let abs = 0;
   let ulps = 0;
   for (let i = 0; i < got.length; i++) {
     abs = Math.max(abs, Math.abs(got[i]! - want[i]!));
-    // Same sign here (outputs keep the input's sign), so the bit patterns order like the values.
-    ulps = Math.max(ulps, Math.abs(gi[i]! - wi[i]!));
+    ulps = Math.max(ulps, Math.abs(ordered(gi[i]!) - ordered(wi[i]!)));
   }
   return { abs, ulps };
 }
@@ -402,6 +419,19 @@ describe('reference helpers', () => {
     expect(sleepStep(7, 0)).toBe(7);
     expect(sleepStep(0xffffffff, 3)).toBe(sleepStep(sleepStep(0xffffffff, 1), 2));
   });
+
+  it('computeIntensiveRef depends on the iteration count beyond the tolerance', () => {
+    const seed = seedFor();
+    const x = rng(seed).f32Array(1000, -1, 1);
+    const at = (iterations: number) => computeIntensiveRef(x, iterations);
+    for (const [p, q] of [[64, 65], [64, 63], [1000, 1001], [10000, 9999]] as const) {
+      expect(firstMismatch(at(p), at(q), COMPUTE_INTENSIVE_TOL), `seed ${seed}, ${p} vs ${q}`)
+        .not.toBeNull();
+    }
+    // Stays in [-1, 1] and finite at the ends of the input range.
+    const ends = computeIntensiveRef(new Float32Array([-1, 1, 0]), 5000);
+    for (const v of ends) expect(Math.abs(v)).toBeLessThanOrEqual(1);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -415,8 +445,8 @@ describe.skipIf(!device)('vector_add.wgsl', () => {
   it.each(sizes256)('n = %i matches Math.fround(a + b) bit-exactly', async (n) => {
     const seed = seedFor();
     const { got, want, tail, wantTail } = await runVectorAdd(n, seed);
-    expect(firstMismatch(got, want), `seed ${seed}, n ${n}`).toBeNull();
-    expect(firstMismatch(tail, wantTail), `seed ${seed}, n ${n}: wrote past n`).toBeNull();
+    expectMatch(got, want, `seed ${seed}, n ${n}`);
+    expectMatch(tail, wantTail, `seed ${seed}, n ${n}: wrote past n`);
   });
 
   it.each([
@@ -426,8 +456,8 @@ describe.skipIf(!device)('vector_add.wgsl', () => {
   ])('2D dispatch $grid covers n = $n', async ({ n, grid }) => {
     const seed = seedFor();
     const { got, want, tail, wantTail } = await runVectorAdd(n, seed, grid);
-    expect(firstMismatch(got, want), `seed ${seed}, n ${n}, grid ${grid}`).toBeNull();
-    expect(firstMismatch(tail, wantTail), `seed ${seed}, n ${n}: wrote past n`).toBeNull();
+    expectMatch(got, want, `seed ${seed}, n ${n}, grid ${grid}`);
+    expectMatch(tail, wantTail, `seed ${seed}, n ${n}: wrote past n`);
   });
 });
 
@@ -435,15 +465,15 @@ describe.skipIf(!device)('sleep.wgsl', () => {
   it.each(sizes64)('n = %i, default iterations (1024), bit-exact', async (n) => {
     const seed = seedFor();
     const { got, want } = await runSleep(n, seed, undefined);
-    expect(firstMismatch(got, want), `seed ${seed}, n ${n}`).toBeNull();
+    expectMatch(got, want, `seed ${seed}, n ${n}`);
   });
 
   it.each([0, 1, 2, 7, 100, 5000])('iterations = %i, bit-exact', async (iterations) => {
     const seed = seedFor();
     const n = 333;
     const { input, got, want } = await runSleep(n, seed, iterations);
-    expect(firstMismatch(got, want), `seed ${seed}, iterations ${iterations}`).toBeNull();
-    if (iterations === 0) expect(firstMismatch(got, input)).toBeNull();
+    expectMatch(got, want, `seed ${seed}, iterations ${iterations}`);
+    if (iterations === 0) expectMatch(got, input, `seed ${seed}: iterations 0 changed data`);
     else expect(firstMismatch(got, input), 'data changed').not.toBeNull();
   });
 
@@ -453,7 +483,7 @@ describe.skipIf(!device)('sleep.wgsl', () => {
   ])('2D dispatch $grid covers n = $n', async ({ n, grid }) => {
     const seed = seedFor();
     const { got, want } = await runSleep(n, seed, 37, grid);
-    expect(firstMismatch(got, want), `seed ${seed}, n ${n}, grid ${grid}`).toBeNull();
+    expectMatch(got, want, `seed ${seed}, n ${n}, grid ${grid}`);
   });
 
   // Prints GPU time at two iteration counts; asserts nothing about time (timings belong in
@@ -494,7 +524,7 @@ describe.skipIf(!device)('sleep.wgsl', () => {
           if (rep > 0) samples.push(Number(t1! - t0!) / 1e6); // rep 0 is warm-up
           if (rep === reps) {
             const got = new Uint32Array(await readBack(buf, n * 4));
-            expect(firstMismatch(got, sleepRef(data, iterations)), `seed ${seed}`).toBeNull();
+            expectMatch(got, sleepRef(data, iterations), `seed ${seed}`);
           }
         }
         samples.sort((x, y) => x - y);
@@ -518,15 +548,15 @@ describe.skipIf(!device)('compute_intensive.wgsl', () => {
   it.each(sizes256)('n = %i, default iterations (64), within tolerance', async (n) => {
     const seed = seedFor();
     const { got, want } = await runComputeIntensive(n, seed, undefined);
-    expect(firstMismatch(got, want, tol), `seed ${seed}, n ${n}`).toBeNull();
+    expectMatch(got, want, `seed ${seed}, n ${n}`, tol);
   });
 
   it.each([0, 1, 3, 64, 1000, 10000])('iterations = %i, within tolerance', async (iterations) => {
     const seed = seedFor();
     const n = 1000;
     const { input, got, want } = await runComputeIntensive(n, seed, iterations);
-    expect(firstMismatch(got, want, tol), `seed ${seed}, iterations ${iterations}`).toBeNull();
-    if (iterations === 0) expect(firstMismatch(got, input)).toBeNull();
+    expectMatch(got, want, `seed ${seed}, iterations ${iterations}`, tol);
+    if (iterations === 0) expectMatch(got, input, `seed ${seed}: iterations 0 changed data`);
     const err = maxError(got, want);
     console.log(
       `compute_intensive iterations ${iterations}: max |diff| ${err.abs.toExponential(2)}, ` +
@@ -542,6 +572,6 @@ describe.skipIf(!device)('compute_intensive.wgsl', () => {
   ])('2D dispatch $grid covers n = $n', async ({ n, grid }) => {
     const seed = seedFor();
     const { got, want } = await runComputeIntensive(n, seed, 5, grid);
-    expect(firstMismatch(got, want, tol), `seed ${seed}, n ${n}, grid ${grid}`).toBeNull();
+    expectMatch(got, want, `seed ${seed}, n ${n}, grid ${grid}`, tol);
   });
 });
