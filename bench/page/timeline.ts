@@ -1,0 +1,736 @@
+/**
+ * The timeline: one lane per stream plus a 'host' lane, ops coloured by kind, a time axis in ms,
+ * hatching for estimated spans, a legend and a hover tooltip (Nsight Systems' view of the classic
+ * CUDA overlap write-ups). The layout, axis and Chrome-trace conversion are pure functions (tested
+ * in test/page-timeline.test.ts); {@link TimelineView} only draws them on a canvas.
+ */
+import type { ScenarioResult, Span } from '../schema';
+
+export type SpanKind = Span['kind'];
+
+/** Colour and legend label per kind, in legend order. Upload/download follow Nsight's HtoD green, DtoH pink. */
+export const KIND_STYLE: Readonly<Record<SpanKind, { color: string; label: string }>> = {
+  upload: { color: '#2f9e44', label: 'upload (H2D)' },
+  kernel: { color: '#3b6fd9', label: 'kernel' },
+  download: { color: '#c2407d', label: 'download (D2H)' },
+  copy: { color: '#e8890c', label: 'copy (D2D)' },
+  fill: { color: '#12a3a3', label: 'host fill' },
+  read: { color: '#9b6bc9', label: 'host read' },
+  host: { color: '#7b828c', label: 'host fn' },
+  event: { color: '#d4a500', label: 'event' },
+  wait: { color: '#d9480f', label: 'wait' },
+};
+
+export const KIND_ORDER = Object.keys(KIND_STYLE) as SpanKind[];
+
+/** Name of the lane that holds host-side spans. */
+export const HOST_LANE = 'host';
+
+// ---------------------------------------------------------------------------------------------
+// Pure layout
+// ---------------------------------------------------------------------------------------------
+
+const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
+
+/**
+ * Lane order: 'host' first (as Nsight puts the CPU thread on top), then the streams in order of
+ * their first span, ties broken by natural name order ('s2' before 's10').
+ */
+export function laneOrder(spans: readonly Span[]): string[] {
+  const first = new Map<string, number>();
+  for (const s of spans) {
+    const t = first.get(s.lane);
+    if (t === undefined || s.start < t) first.set(s.lane, s.start);
+  }
+  const streams = [...first.keys()].filter((l) => l !== HOST_LANE);
+  streams.sort((a, b) => first.get(a)! - first.get(b)! || collator.compare(a, b));
+  return first.has(HOST_LANE) ? [HOST_LANE, ...streams] : streams;
+}
+
+export interface PlacedSpan {
+  span: Span;
+  /** Index into {@link TimelineLayout.lanes}. */
+  lane: number;
+  /** Sub-row inside the lane (overlapping spans of one lane stack). */
+  row: number;
+  /** Zero-length span (an event record): drawn as a marker, takes no row of its own. */
+  instant: boolean;
+}
+
+export interface LaneLayout {
+  name: string;
+  rows: number;
+  /** Number of spans in the lane. */
+  count: number;
+  /** Time the lane was busy (union of its spans), ms. */
+  busy: number;
+}
+
+export interface TimelineLayout {
+  lanes: LaneLayout[];
+  placed: PlacedSpan[];
+  /** Earliest start and latest end over all spans (ms, runner clock). */
+  t0: number;
+  t1: number;
+}
+
+/**
+ * Assigns every span a lane and a sub-row. Spans of one lane that overlap in time go to separate
+ * rows (greedy interval packing, at most `maxRows` rows; beyond that they share the row that frees
+ * first and are drawn over each other). Spans with a non-finite time are dropped; `end < start`
+ * is treated as an instant.
+ */
+export function layoutLanes(spans: readonly Span[], maxRows = 4): TimelineLayout {
+  const valid = spans.filter((s) => Number.isFinite(s.start) && Number.isFinite(s.end));
+  const order = laneOrder(valid);
+  const index = new Map(order.map((name, i) => [name, i]));
+  const byLane: Span[][] = order.map(() => []);
+  for (const s of valid) byLane[index.get(s.lane)!]!.push(s);
+
+  const lanes: LaneLayout[] = [];
+  const placed: PlacedSpan[] = [];
+  let t0 = Infinity;
+  let t1 = -Infinity;
+  byLane.forEach((laneSpans, lane) => {
+    const sorted = [...laneSpans].sort((a, b) => a.start - b.start || b.end - a.end);
+    const rowEnd: number[] = [];
+    let busy = 0;
+    let coveredTo = -Infinity;
+    for (const span of sorted) {
+      t0 = Math.min(t0, span.start);
+      t1 = Math.max(t1, span.end, span.start);
+      if (span.end > coveredTo) {
+        busy += span.end - Math.max(span.start, coveredTo);
+        coveredTo = span.end;
+      }
+      if (!(span.end > span.start)) {
+        placed.push({ span, lane, row: 0, instant: true });
+        continue;
+      }
+      let row = rowEnd.findIndex((end) => end <= span.start);
+      if (row < 0) {
+        if (rowEnd.length < maxRows) {
+          row = rowEnd.length;
+          rowEnd.push(span.end);
+        } else {
+          row = rowEnd.indexOf(Math.min(...rowEnd));
+          rowEnd[row] = Math.max(rowEnd[row]!, span.end);
+        }
+      } else {
+        rowEnd[row] = span.end;
+      }
+      placed.push({ span, lane, row, instant: false });
+    }
+    lanes.push({ name: order[lane]!, rows: Math.max(1, rowEnd.length), count: laneSpans.length, busy });
+  });
+  if (!Number.isFinite(t0)) {
+    t0 = 0;
+    t1 = 0;
+  }
+  return { lanes, placed, t0, t1 };
+}
+
+/** A 1-2-5 step that splits `range` into about `target` intervals. */
+export function niceStep(range: number, target: number): number {
+  const r = range > 0 && Number.isFinite(range) ? range : 1;
+  const raw = r / Math.max(1, target);
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const norm = raw / mag;
+  const step = norm < 1.5 ? 1 : norm < 3.5 ? 2 : norm < 7.5 ? 5 : 10;
+  return step * mag;
+}
+
+/** Tick positions (ms, same origin as `from`/`to`) and their labels. */
+export function axisTicks(from: number, to: number, target: number): { value: number; label: string }[] {
+  const step = niceStep(to - from, target);
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  const ticks: { value: number; label: string }[] = [];
+  const first = Math.ceil(from / step - 1e-9) * step;
+  for (let v = first, i = 0; v <= to + step * 1e-9 && i < 1000; i++, v = first + i * step) {
+    ticks.push({ value: v, label: (Math.abs(v) < step * 1e-9 ? 0 : v).toFixed(decimals) });
+  }
+  return ticks;
+}
+
+/** Duration in ms, at a precision that suits it: 0.0123, 0.123, 1.23, 12.3, 123. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return '—';
+  const a = Math.abs(ms);
+  if (a === 0) return '0';
+  if (a < 0.01) return `${(ms * 1000).toFixed(2)} µs`.replace(/\.?0+ µs$/, ' µs');
+  if (a < 1) return ms.toFixed(3);
+  if (a < 10) return ms.toFixed(2);
+  if (a < 100) return ms.toFixed(1);
+  return ms.toFixed(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chrome Trace Event export (opens in Perfetto and chrome://tracing)
+// ---------------------------------------------------------------------------------------------
+
+export interface ChromeTraceEvent {
+  name: string;
+  cat?: string;
+  ph: 'X' | 'M';
+  /** Microseconds. */
+  ts?: number;
+  dur?: number;
+  pid: number;
+  tid: number;
+  args?: Record<string, string | number | boolean>;
+}
+
+export interface ChromeTrace {
+  traceEvents: ChromeTraceEvent[];
+  displayTimeUnit: 'ms';
+}
+
+/**
+ * Spans -> Chrome Trace Event JSON: one complete ('X') event per span with `cat` = kind,
+ * `ts`/`dur` in µs, `tid` = the lane's index in {@link laneOrder} (host is 0 when present), plus
+ * `thread_name` / `thread_sort_index` metadata so each lane shows under its stream label.
+ *
+ * @example
+ * const blob = new Blob([JSON.stringify(toChromeTrace(result.trace))], { type: 'application/json' });
+ */
+export function toChromeTrace(
+  spans: readonly Span[],
+  opts: { pid?: number; processName?: string } = {},
+): ChromeTrace {
+  const pid = opts.pid ?? 1;
+  const lanes = laneOrder(spans);
+  const tid = new Map(lanes.map((l, i) => [l, i]));
+  const traceEvents: ChromeTraceEvent[] = [];
+  if (opts.processName !== undefined) {
+    traceEvents.push({ name: 'process_name', ph: 'M', pid, tid: 0, args: { name: opts.processName } });
+  }
+  lanes.forEach((lane, i) => {
+    traceEvents.push({ name: 'thread_name', ph: 'M', pid, tid: i, args: { name: lane } });
+    traceEvents.push({ name: 'thread_sort_index', ph: 'M', pid, tid: i, args: { sort_index: i } });
+  });
+  for (const s of spans) {
+    const ev: ChromeTraceEvent = {
+      name: s.name,
+      cat: s.kind,
+      ph: 'X',
+      ts: s.start * 1000,
+      dur: Math.max(0, s.end - s.start) * 1000,
+      pid,
+      tid: tid.get(s.lane) ?? 0,
+    };
+    if (s.estimated) ev.args = { estimated: true };
+    traceEvents.push(ev);
+  }
+  return { traceEvents, displayTimeUnit: 'ms' };
+}
+
+/** Every scenario's trace in one file, one process per scenario (named by its title). */
+export function suiteToChromeTrace(scenarios: readonly Pick<ScenarioResult, 'title' | 'trace'>[]): ChromeTrace {
+  const traceEvents = scenarios.flatMap(
+    (s, i) => toChromeTrace(s.trace, { pid: i + 1, processName: s.title }).traceEvents,
+  );
+  return { traceEvents, displayTimeUnit: 'ms' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Geometry (pure) and hit testing
+// ---------------------------------------------------------------------------------------------
+
+export const GEOMETRY = {
+  pad: 14,
+  titleH: 26,
+  legendH: 24,
+  axisH: 26,
+  rowH: 20,
+  rowGap: 3,
+  lanePad: 6,
+  bottomPad: 10,
+} as const;
+
+export interface LaneBox {
+  y: number;
+  h: number;
+}
+
+export interface Geometry {
+  width: number;
+  height: number;
+  /** Plot area, CSS px. */
+  plotX: number;
+  plotW: number;
+  lanesTop: number;
+  lanes: LaneBox[];
+}
+
+export function computeGeometry(layout: TimelineLayout, width: number, gutter: number): Geometry {
+  const g = GEOMETRY;
+  const lanesTop = g.pad + g.titleH + g.legendH + g.axisH;
+  let y = lanesTop;
+  const lanes = layout.lanes.map((l) => {
+    const h = g.lanePad * 2 + l.rows * g.rowH + (l.rows - 1) * g.rowGap;
+    const box = { y, h };
+    y += h;
+    return box;
+  });
+  const plotX = g.pad + gutter;
+  return { width, height: y + g.bottomPad, plotX, plotW: Math.max(10, width - plotX - g.pad), lanesTop, lanes };
+}
+
+/** The visible window, ms relative to the layout's t0. */
+export interface ViewRange {
+  from: number;
+  to: number;
+}
+
+export function spanRect(
+  p: PlacedSpan,
+  geom: Geometry,
+  view: ViewRange,
+  t0: number,
+): { x: number; y: number; w: number; h: number } {
+  const g = GEOMETRY;
+  const scale = geom.plotW / Math.max(1e-9, view.to - view.from);
+  const x0 = geom.plotX + (p.span.start - t0 - view.from) * scale;
+  const x1 = geom.plotX + (p.span.end - t0 - view.from) * scale;
+  const lane = geom.lanes[p.lane]!;
+  const y = lane.y + g.lanePad + p.row * (g.rowH + g.rowGap);
+  return { x: x0, y, w: Math.max(0, x1 - x0), h: g.rowH };
+}
+
+/** The span under (x, y) in CSS px, preferring the narrowest when several are close. */
+export function hitTest(
+  layout: TimelineLayout,
+  geom: Geometry,
+  view: ViewRange,
+  x: number,
+  y: number,
+): PlacedSpan | undefined {
+  let best: PlacedSpan | undefined;
+  let bestW = Infinity;
+  for (const p of layout.placed) {
+    const r = spanRect(p, geom, view, layout.t0);
+    const slack = p.instant || r.w < 4 ? 4 : 0;
+    if (y < r.y || y > r.y + r.h) continue;
+    if (x < r.x - slack || x > r.x + r.w + slack) continue;
+    if (r.w < bestW) {
+      best = p;
+      bestW = r.w;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canvas view (DOM)
+// ---------------------------------------------------------------------------------------------
+
+const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+
+function withAlpha(hex: string, alpha: number): string {
+  const n = Number.parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+}
+
+function isLight(hex: string): boolean {
+  const n = Number.parseInt(hex.slice(1), 16);
+  const [r, g, b] = [(n >> 16) & 255, (n >> 8) & 255, n & 255];
+  return 0.299 * r + 0.587 * g + 0.114 * b > 170;
+}
+
+function fitText(ctx: CanvasRenderingContext2D, text: string, maxW: number): string {
+  if (maxW <= 8) return '';
+  if (ctx.measureText(text).width <= maxW) return text;
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(`${text.slice(0, mid)}…`).width <= maxW) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo === 0 ? '' : `${text.slice(0, lo)}…`;
+}
+
+export interface TimelineContent {
+  title: string;
+  subtitle?: string;
+  spans: readonly Span[];
+}
+
+/**
+ * Draws a trace on `canvas` (sized to its container's width, at devicePixelRatio resolution),
+ * with a hover tooltip in `tooltip`, drag-to-zoom and double-click to reset.
+ */
+export class TimelineView {
+  private content: TimelineContent | undefined;
+  private layout: TimelineLayout = layoutLanes([]);
+  private geom: Geometry | undefined;
+  private view: ViewRange = { from: 0, to: 1 };
+  private drag: { x0: number; x1: number } | undefined;
+  private hover: PlacedSpan | undefined;
+  private readonly hatch = new Map<string, CanvasPattern | null>();
+  private lastWidth = 0;
+
+  constructor(
+    private readonly box: HTMLElement,
+    private readonly canvas: HTMLCanvasElement,
+    private readonly tooltip: HTMLElement,
+  ) {
+    new ResizeObserver(() => {
+      const w = this.box.clientWidth;
+      if (w !== this.lastWidth) this.render();
+    }).observe(box);
+    canvas.addEventListener('mousemove', (e) => this.onMove(e));
+    canvas.addEventListener('mouseleave', () => this.setHover(undefined));
+    canvas.addEventListener('mousedown', (e) => this.onDown(e));
+    window.addEventListener('mouseup', (e) => this.onUp(e));
+    canvas.addEventListener('dblclick', () => {
+      this.resetView();
+      this.render();
+    });
+  }
+
+  show(content: TimelineContent | undefined): void {
+    this.content = content;
+    this.layout = layoutLanes(content?.spans ?? []);
+    this.hover = undefined;
+    this.tooltip.hidden = true;
+    this.resetView();
+    this.render();
+  }
+
+  private resetView(): void {
+    const span = this.layout.t1 - this.layout.t0;
+    this.view = { from: 0, to: span > 0 ? span * 1.02 : 1 };
+  }
+
+  private local(e: MouseEvent): { x: number; y: number } {
+    const r = this.canvas.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  }
+
+  private timeAt(x: number): number {
+    const g = this.geom!;
+    return this.view.from + ((x - g.plotX) / g.plotW) * (this.view.to - this.view.from);
+  }
+
+  private onDown(e: MouseEvent): void {
+    if (!this.geom || !this.layout.placed.length || e.button !== 0) return;
+    const { x, y } = this.local(e);
+    if (x < this.geom.plotX || y < this.geom.lanesTop - GEOMETRY.axisH) return;
+    this.drag = { x0: x, x1: x };
+    e.preventDefault();
+  }
+
+  private onUp(e: MouseEvent): void {
+    if (!this.drag) return;
+    const { x } = this.local(e);
+    const g = this.geom!;
+    const clamp = (v: number) => Math.min(g.plotX + g.plotW, Math.max(g.plotX, v));
+    const a = clamp(Math.min(this.drag.x0, x));
+    const b = clamp(Math.max(this.drag.x0, x));
+    this.drag = undefined;
+    if (b - a >= 6) this.view = { from: this.timeAt(a), to: this.timeAt(b) };
+    this.render();
+  }
+
+  private onMove(e: MouseEvent): void {
+    if (!this.geom) return;
+    const { x, y } = this.local(e);
+    if (this.drag) {
+      this.drag.x1 = x;
+      this.render();
+      return;
+    }
+    this.setHover(hitTest(this.layout, this.geom, this.view, x, y), x, y);
+  }
+
+  private setHover(p: PlacedSpan | undefined, x = 0, y = 0): void {
+    const changed = p !== this.hover;
+    this.hover = p;
+    const tip = this.tooltip;
+    if (!p) {
+      tip.hidden = true;
+      if (changed) this.render();
+      return;
+    }
+    if (changed) {
+      const s = p.span;
+      const style = KIND_STYLE[s.kind];
+      tip.replaceChildren();
+      const head = document.createElement('div');
+      head.className = 'tt-name';
+      head.textContent = s.name;
+      const meta = document.createElement('div');
+      meta.className = 'tt-meta';
+      const swatch = document.createElement('span');
+      swatch.className = 'swatch';
+      swatch.style.background = style?.color ?? '#888';
+      meta.append(swatch, `${style?.label ?? s.kind} · lane ${s.lane}`);
+      const time = document.createElement('div');
+      time.className = 'tt-time';
+      const dur = s.end - s.start;
+      time.textContent =
+        (p.instant ? `at ${formatDuration(s.start - this.layout.t0)} ms` : `${formatDuration(dur)} ms`) +
+        (p.instant ? '' : `  (${formatDuration(s.start - this.layout.t0)} → ${formatDuration(s.end - this.layout.t0)} ms)`);
+      tip.append(head, meta, time);
+      if (s.estimated) {
+        const est = document.createElement('div');
+        est.className = 'tt-est';
+        est.textContent = 'estimated (no GPU timestamps)';
+        tip.append(est);
+      }
+      this.render();
+    }
+    tip.hidden = false;
+    const boxW = this.box.clientWidth;
+    const tw = tip.offsetWidth;
+    const left = x + 14 + tw > boxW ? Math.max(0, x - 14 - tw) : x + 14;
+    tip.style.left = `${left}px`;
+    tip.style.top = `${y + 16}px`;
+  }
+
+  private pattern(ctx: CanvasRenderingContext2D, color: string): CanvasPattern | null {
+    if (this.hatch.has(color)) return this.hatch.get(color)!;
+    const c = document.createElement('canvas');
+    c.width = 8;
+    c.height = 8;
+    const p = c.getContext('2d')!;
+    p.strokeStyle = color;
+    p.lineWidth = 2;
+    p.beginPath();
+    p.moveTo(-2, 10);
+    p.lineTo(10, -2);
+    p.moveTo(-2, 2);
+    p.lineTo(2, -2);
+    p.moveTo(6, 10);
+    p.lineTo(10, 6);
+    p.stroke();
+    const pat = ctx.createPattern(c, 'repeat');
+    this.hatch.set(color, pat);
+    return pat;
+  }
+
+  render(): void {
+    const width = Math.max(480, this.box.clientWidth);
+    this.lastWidth = this.box.clientWidth;
+    const dpr = window.devicePixelRatio || 1;
+    const canvas = this.canvas;
+    const measure = canvas.getContext('2d')!;
+    measure.font = `600 12px ${FONT}`;
+    const gutter =
+      Math.min(180, Math.max(70, ...this.layout.lanes.map((l) => measure.measureText(l.name).width + 18))) + 8;
+    const empty = !this.layout.placed.length;
+    const geom = computeGeometry(this.layout, width, gutter);
+    const height = empty ? 150 : geom.height;
+    this.geom = empty ? undefined : geom;
+
+    canvas.style.width = `${width}px`;
+    canvas.style.height = `${height}px`;
+    const pw = Math.round(width * dpr);
+    const ph = Math.round(height * dpr);
+    if (canvas.width !== pw) canvas.width = pw;
+    if (canvas.height !== ph) canvas.height = ph;
+    const ctx = canvas.getContext('2d')!;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.fillStyle = '#ffffff';
+    ctx.fillRect(0, 0, width, height);
+    ctx.textBaseline = 'middle';
+
+    const g = GEOMETRY;
+    // Title
+    ctx.fillStyle = '#1b1f24';
+    ctx.font = `600 14px ${FONT}`;
+    ctx.textAlign = 'left';
+    const title = this.content?.title ?? 'Timeline';
+    ctx.fillText(title, g.pad, g.pad + g.titleH / 2 - 2);
+    if (this.content?.subtitle) {
+      const tw = ctx.measureText(title).width;
+      ctx.font = `12px ${FONT}`;
+      ctx.fillStyle = '#6a737d';
+      ctx.fillText(fitText(ctx, this.content.subtitle, width - tw - g.pad * 3), g.pad + tw + 10, g.pad + g.titleH / 2 - 2);
+    }
+
+    if (empty) {
+      ctx.fillStyle = '#6a737d';
+      ctx.font = `13px ${FONT}`;
+      ctx.textAlign = 'center';
+      ctx.fillText(
+        this.content ? 'This scenario recorded no spans.' : 'No trace yet: run a scenario to see its streams here.',
+        width / 2,
+        height / 2 + 10,
+      );
+      return;
+    }
+
+    // Legend: only the kinds present, in legend order, plus "estimated" when any span is.
+    const present = new Set(this.layout.placed.map((p) => p.span.kind));
+    const anyEstimated = this.layout.placed.some((p) => p.span.estimated);
+    let lx = g.pad;
+    const ly = g.pad + g.titleH + g.legendH / 2 - 2;
+    ctx.font = `12px ${FONT}`;
+    for (const kind of KIND_ORDER) {
+      if (!present.has(kind)) continue;
+      const st = KIND_STYLE[kind];
+      this.swatch(ctx, kind, lx, ly - 6, 12, 12, false);
+      ctx.fillStyle = '#3d444d';
+      ctx.textAlign = 'left';
+      ctx.fillText(st.label, lx + 17, ly);
+      lx += 17 + ctx.measureText(st.label).width + 16;
+    }
+    if (anyEstimated) {
+      this.swatch(ctx, 'kernel', lx, ly - 6, 12, 12, true);
+      ctx.fillStyle = '#3d444d';
+      ctx.fillText('estimated (hatched)', lx + 17, ly);
+    }
+
+    const t0 = this.layout.t0;
+    const { from, to } = this.view;
+    const scale = geom.plotW / Math.max(1e-9, to - from);
+    const xOf = (ms: number) => geom.plotX + (ms - from) * scale;
+    const lanesBottom = geom.height - g.bottomPad;
+
+    // Lane backgrounds and labels
+    this.layout.lanes.forEach((lane, i) => {
+      const box = geom.lanes[i]!;
+      ctx.fillStyle = lane.name === HOST_LANE ? '#f3f1ea' : i % 2 ? '#f6f8fa' : '#fbfcfd';
+      ctx.fillRect(g.pad, box.y, width - g.pad * 2, box.h);
+      ctx.fillStyle = '#e1e4e8';
+      ctx.fillRect(g.pad, box.y + box.h - 1, width - g.pad * 2, 1);
+      ctx.textAlign = 'left';
+      ctx.font = `600 12px ${FONT}`;
+      ctx.fillStyle = '#24292f';
+      const label = fitText(ctx, lane.name, gutter - 18);
+      const labelY = box.y + g.lanePad + g.rowH / 2 - (lane.rows > 1 ? 0 : 0);
+      ctx.fillText(label, g.pad + 8, labelY);
+      if (box.h >= 2 * g.rowH) {
+        ctx.font = `11px ${FONT}`;
+        ctx.fillStyle = '#6a737d';
+        ctx.fillText(lane.name === HOST_LANE ? 'CPU' : 'stream', g.pad + 8, labelY + 15);
+      }
+    });
+    ctx.fillStyle = '#d0d7de';
+    ctx.fillRect(geom.plotX - 1, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+
+    // Axis and grid
+    const ticks = axisTicks(from, to, Math.max(2, Math.floor(geom.plotW / 90)));
+    const axisY = geom.lanesTop - 8;
+    ctx.font = `11px ${FONT}`;
+    ctx.textAlign = 'center';
+    for (const t of ticks) {
+      const x = Math.round(xOf(t.value)) + 0.5;
+      if (x < geom.plotX - 0.5 || x > geom.plotX + geom.plotW + 0.5) continue;
+      ctx.fillStyle = 'rgba(27, 31, 36, 0.07)';
+      ctx.fillRect(x - 0.5, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+      ctx.fillStyle = '#8c959f';
+      ctx.fillRect(x - 0.5, axisY, 1, 5);
+      ctx.fillStyle = '#57606a';
+      const half = ctx.measureText(t.label).width / 2;
+      ctx.fillText(t.label, Math.min(x, width - g.pad - half), axisY - 8);
+    }
+    ctx.fillStyle = '#8c959f';
+    ctx.fillRect(geom.plotX, axisY + 5, geom.plotW, 1);
+    ctx.textAlign = 'left';
+    ctx.fillStyle = '#57606a';
+    ctx.font = `600 11px ${FONT}`;
+    ctx.fillText('time (ms)', g.pad + 8, axisY - 8);
+
+    // Spans, clipped to the plot area
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(geom.plotX, geom.lanesTop, geom.plotW, lanesBottom - geom.lanesTop);
+    ctx.clip();
+    const markers: PlacedSpan[] = [];
+    for (const p of this.layout.placed) {
+      if (p.instant) {
+        markers.push(p);
+        continue;
+      }
+      const r = spanRect(p, geom, this.view, t0);
+      if (r.x + r.w < geom.plotX || r.x > geom.plotX + geom.plotW) continue;
+      const w = Math.max(1, r.w);
+      this.swatch(ctx, p.span.kind, r.x, r.y, w, r.h, !!p.span.estimated);
+      if (p === this.hover) {
+        ctx.strokeStyle = '#1b1f24';
+        ctx.lineWidth = 1.5;
+        ctx.strokeRect(r.x + 0.75, r.y + 0.75, Math.max(0, w - 1.5), r.h - 1.5);
+      }
+      const visX = Math.max(r.x, geom.plotX);
+      const visW = Math.min(r.x + w, geom.plotX + geom.plotW) - visX;
+      if (visW > 26) {
+        ctx.font = `11px ${FONT}`;
+        const color = KIND_STYLE[p.span.kind]?.color ?? '#888888';
+        ctx.fillStyle = p.span.estimated || isLight(color) ? '#1b1f24' : '#ffffff';
+        ctx.textAlign = 'left';
+        const text = fitText(ctx, p.span.name, visW - 8);
+        if (text && p.span.estimated) {
+          // A light halo keeps the name readable over the hatching.
+          ctx.strokeStyle = 'rgba(255, 255, 255, 0.85)';
+          ctx.lineWidth = 3;
+          ctx.lineJoin = 'round';
+          ctx.strokeText(text, visX + 4, r.y + r.h / 2 + 0.5);
+        }
+        if (text) ctx.fillText(text, visX + 4, r.y + r.h / 2 + 0.5);
+      }
+    }
+    for (const p of markers) {
+      const r = spanRect(p, geom, this.view, t0);
+      const cx = r.x;
+      const cy = r.y + r.h / 2;
+      const color = KIND_STYLE[p.span.kind]?.color ?? '#888888';
+      ctx.fillStyle = color;
+      ctx.strokeStyle = p === this.hover ? '#1b1f24' : '#ffffff';
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      ctx.moveTo(cx, cy - 7);
+      ctx.lineTo(cx + 5, cy);
+      ctx.lineTo(cx, cy + 7);
+      ctx.lineTo(cx - 5, cy);
+      ctx.closePath();
+      ctx.fill();
+      ctx.stroke();
+    }
+    ctx.restore();
+
+    if (this.drag) {
+      const a = Math.min(this.drag.x0, this.drag.x1);
+      const b = Math.max(this.drag.x0, this.drag.x1);
+      ctx.fillStyle = 'rgba(59, 111, 217, 0.12)';
+      ctx.fillRect(a, geom.lanesTop, b - a, lanesBottom - geom.lanesTop);
+      ctx.fillStyle = 'rgba(59, 111, 217, 0.6)';
+      ctx.fillRect(a, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+      ctx.fillRect(b, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+    }
+  }
+
+  private swatch(
+    ctx: CanvasRenderingContext2D,
+    kind: SpanKind,
+    x: number,
+    y: number,
+    w: number,
+    h: number,
+    estimated: boolean,
+  ): void {
+    const color = KIND_STYLE[kind]?.color ?? '#888888';
+    const radius = Math.min(3, w / 2, h / 2);
+    ctx.beginPath();
+    if (w >= 4) ctx.roundRect(x, y, w, h, radius);
+    else ctx.rect(x, y, w, h);
+    if (estimated) {
+      ctx.fillStyle = withAlpha(color, 0.28);
+      ctx.fill();
+      const pat = this.pattern(ctx, withAlpha(color, 0.75));
+      if (pat) {
+        ctx.fillStyle = pat;
+        ctx.fill();
+      }
+      ctx.strokeStyle = color;
+      ctx.lineWidth = 1;
+      if (w >= 3) ctx.stroke();
+    } else {
+      ctx.fillStyle = color;
+      ctx.fill();
+    }
+  }
+}

@@ -1,0 +1,185 @@
+import { describe, expect, it } from 'vitest';
+import type { Span } from '../bench/schema';
+import {
+  axisTicks,
+  computeGeometry,
+  formatDuration,
+  hitTest,
+  laneOrder,
+  layoutLanes,
+  niceStep,
+  spanRect,
+  suiteToChromeTrace,
+  toChromeTrace,
+} from '../bench/page/timeline';
+import { fmtMiB, fmtPercent, fmtSpeedup } from '../bench/page/table';
+
+const span = (lane: string, start: number, end: number, kind: Span['kind'] = 'kernel', name = `${lane}@${start}`): Span => ({
+  lane,
+  kind,
+  name,
+  start,
+  end,
+});
+
+describe('laneOrder', () => {
+  it('puts host first, then streams by first start', () => {
+    const spans = [span('s1', 5, 6), span('host', 9, 10), span('s0', 1, 2), span('s1', 0.5, 0.7)];
+    expect(laneOrder(spans)).toEqual(['host', 's1', 's0']);
+  });
+
+  it('breaks ties by natural name order', () => {
+    const spans = [span('s10', 0, 1), span('s2', 0, 1), span('s1', 0, 1)];
+    expect(laneOrder(spans)).toEqual(['s1', 's2', 's10']);
+  });
+
+  it('has no host lane when no span is on the host', () => {
+    expect(laneOrder([span('a', 0, 1)])).toEqual(['a']);
+    expect(laneOrder([])).toEqual([]);
+  });
+});
+
+describe('layoutLanes', () => {
+  it('keeps sequential spans of a lane in one row', () => {
+    const l = layoutLanes([span('s0', 0, 1), span('s0', 1, 2), span('s0', 3, 4)]);
+    expect(l.lanes).toEqual([{ name: 's0', rows: 1, count: 3, busy: 3 }]);
+    expect(l.placed.map((p) => p.row)).toEqual([0, 0, 0]);
+    expect([l.t0, l.t1]).toEqual([0, 4]);
+  });
+
+  it('stacks overlapping spans into rows and reuses freed rows', () => {
+    const l = layoutLanes([span('h', 0, 4), span('h', 1, 2), span('h', 2.5, 3), span('h', 1.5, 5)]);
+    const rows = new Map(l.placed.map((p) => [p.span.start, p.row]));
+    expect(rows.get(0)).toBe(0);
+    expect(rows.get(1)).toBe(1);
+    expect(rows.get(1.5)).toBe(2);
+    expect(rows.get(2.5)).toBe(1); // row 1 is free again after 2
+    expect(l.lanes[0]!.rows).toBe(3);
+    expect(l.lanes[0]!.busy).toBe(5);
+  });
+
+  it('caps the rows of a lane at maxRows', () => {
+    const spans = [0, 0.1, 0.2, 0.3, 0.4, 0.5].map((t) => span('x', t, 10));
+    const l = layoutLanes(spans, 3);
+    expect(l.lanes[0]!.rows).toBe(3);
+    expect(Math.max(...l.placed.map((p) => p.row))).toBe(2);
+  });
+
+  it('places zero-length spans as instant markers that take no row', () => {
+    const l = layoutLanes([span('s', 0, 2), span('s', 1, 1, 'event')]);
+    expect(l.lanes[0]!.rows).toBe(1);
+    const ev = l.placed.find((p) => p.span.kind === 'event')!;
+    expect(ev.instant).toBe(true);
+    expect(ev.row).toBe(0);
+  });
+
+  it('drops spans with non-finite times', () => {
+    const l = layoutLanes([span('s', 0, 1), span('s', Number.NaN, 2), span('t', 1, Number.POSITIVE_INFINITY)]);
+    expect(l.placed).toHaveLength(1);
+    expect(l.lanes.map((x) => x.name)).toEqual(['s']);
+  });
+
+  it('is empty for no spans', () => {
+    expect(layoutLanes([])).toEqual({ lanes: [], placed: [], t0: 0, t1: 0 });
+  });
+});
+
+describe('axis', () => {
+  it.each([
+    [10, 5, 2],
+    [1, 5, 0.2],
+    [0.03, 3, 0.01],
+    [700, 7, 100],
+    [35, 10, 5],
+  ])('niceStep(%d, %d) = %d', (range, target, step) => {
+    expect(niceStep(range, target)).toBeCloseTo(step, 12);
+  });
+
+  it('labels ticks with the decimals the step needs', () => {
+    expect(axisTicks(0, 1, 5).map((t) => t.label)).toEqual(['0.0', '0.2', '0.4', '0.6', '0.8', '1.0']);
+    expect(axisTicks(0, 10, 5).map((t) => t.label)).toEqual(['0', '2', '4', '6', '8', '10']);
+    expect(axisTicks(3.3, 7.9, 4).map((t) => t.value)).toEqual([4, 5, 6, 7]);
+    expect(axisTicks(3.3, 7.9, 2).map((t) => t.value)).toEqual([4, 6]);
+  });
+
+  it('survives an empty range', () => {
+    expect(axisTicks(0, 0, 5).length).toBe(1);
+  });
+
+  it('formats durations at a sensible precision', () => {
+    expect(formatDuration(123.456)).toBe('123');
+    expect(formatDuration(12.345)).toBe('12.3');
+    expect(formatDuration(1.2345)).toBe('1.23');
+    expect(formatDuration(0.12345)).toBe('0.123');
+    expect(formatDuration(0)).toBe('0');
+    expect(formatDuration(Number.NaN)).toBe('—');
+  });
+});
+
+describe('geometry and hit testing', () => {
+  const spans = [span('host', 0, 10, 'fill', 'fill 0'), span('s0', 2, 4, 'upload', 'up'), span('s0', 4, 8, 'kernel', 'k')];
+  const layout = layoutLanes(spans);
+  const geom = computeGeometry(layout, 1100, 100);
+  const view = { from: 0, to: 10 };
+
+  it('stacks lanes without gaps', () => {
+    expect(geom.lanes).toHaveLength(2);
+    expect(geom.lanes[1]!.y).toBe(geom.lanes[0]!.y + geom.lanes[0]!.h);
+    expect(geom.height).toBeGreaterThan(geom.lanes[1]!.y + geom.lanes[1]!.h);
+  });
+
+  it('maps times linearly onto the plot', () => {
+    const k = layout.placed.find((p) => p.span.name === 'k')!;
+    const r = spanRect(k, geom, view, layout.t0);
+    expect(r.x).toBeCloseTo(geom.plotX + 0.4 * geom.plotW);
+    expect(r.w).toBeCloseTo(0.4 * geom.plotW);
+  });
+
+  it('finds the span under the pointer, and nothing between lanes', () => {
+    const k = layout.placed.find((p) => p.span.name === 'k')!;
+    const r = spanRect(k, geom, view, layout.t0);
+    expect(hitTest(layout, geom, view, r.x + r.w / 2, r.y + r.h / 2)?.span.name).toBe('k');
+    expect(hitTest(layout, geom, view, geom.plotX + 0.1 * geom.plotW, r.y + r.h / 2)).toBeUndefined();
+    expect(hitTest(layout, geom, view, r.x + 2, 2)).toBeUndefined();
+  });
+});
+
+describe('toChromeTrace', () => {
+  it('emits one X event per span and thread names by lane index', () => {
+    const spans = [span('s0', 1, 1.5, 'upload', 'H2D'), span('host', 0.5, 2, 'fill', 'fill'), { ...span('s0', 2, 3), estimated: true }];
+    const t = toChromeTrace(spans);
+    const x = t.traceEvents.filter((e) => e.ph === 'X');
+    expect(x).toHaveLength(3);
+    expect(x[0]).toEqual({ name: 'H2D', cat: 'upload', ph: 'X', ts: 1000, dur: 500, pid: 1, tid: 1 });
+    expect(x[1]).toMatchObject({ name: 'fill', cat: 'fill', tid: 0, ts: 500, dur: 1500 });
+    expect(x[2]!.args).toEqual({ estimated: true });
+    const names = t.traceEvents.filter((e) => e.name === 'thread_name').map((e) => [e.tid, e.args?.name]);
+    expect(names).toEqual([
+      [0, 'host'],
+      [1, 's0'],
+    ]);
+    expect(JSON.parse(JSON.stringify(t))).toEqual(t);
+  });
+
+  it('gives each scenario its own process in a suite trace', () => {
+    const t = suiteToChromeTrace([
+      { title: 'A', trace: [span('s0', 0, 1)] },
+      { title: 'B', trace: [span('s0', 0, 1), span('s1', 1, 2)] },
+    ]);
+    expect(t.traceEvents.filter((e) => e.name === 'process_name').map((e) => [e.pid, e.args?.name])).toEqual([
+      [1, 'A'],
+      [2, 'B'],
+    ]);
+    expect(t.traceEvents.filter((e) => e.ph === 'X').map((e) => e.pid)).toEqual([1, 2, 2]);
+  });
+});
+
+describe('table formatting', () => {
+  it('formats speedup, percent and MiB', () => {
+    expect(fmtSpeedup(1.234)).toBe('1.23×');
+    expect(fmtSpeedup(undefined)).toBe('—');
+    expect(fmtPercent(0.734)).toBe('73%');
+    expect(fmtMiB(256 * 1024 * 1024)).toBe('256');
+    expect(fmtMiB(1.5 * 1024 * 1024)).toBe('1.50');
+  });
+});
