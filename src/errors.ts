@@ -1,0 +1,116 @@
+/**
+ * Typed errors. Every error a stream op can raise names the op, the stream and the call site
+ * (the stack captured when the op was enqueued), so an asynchronous failure points at the line
+ * that caused it.
+ */
+
+/** Where an error happened: the op kind, the stream label and the enqueue stack. */
+export interface ErrorSite {
+  /** Op kind or API name: `upload`, `launch`, `elapsedTime`, ... */
+  op?: string;
+  /** Label of the stream the op was enqueued on. */
+  stream?: string;
+  /** Stack captured when the op was enqueued (when stack capture is on): an Error, formatted lazily. */
+  callSite?: string | Error | undefined;
+  cause?: unknown;
+}
+
+/** Base class of every error this library throws or rejects with. */
+export class StreamError extends Error {
+  override name = 'StreamError';
+  readonly op: string | undefined;
+  readonly stream: string | undefined;
+  readonly callSite: string | undefined;
+
+  constructor(message: string, site: ErrorSite = {}) {
+    const where = [site.op && `op '${site.op}'`, site.stream !== undefined && `stream '${site.stream}'`]
+      .filter(Boolean)
+      .join(' on ');
+    const callSite = formatSite(site.callSite);
+    const at = callSite ? `\n  enqueued ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
+    super(`${where ? `${where}: ` : ''}${message}${at}`, site.cause === undefined ? undefined : { cause: site.cause });
+    this.op = site.op;
+    this.stream = site.stream;
+    this.callSite = callSite;
+  }
+}
+
+/** A bad argument or option: wrong type, out of range, unaligned. Thrown at the call. */
+export class InvalidArgumentError extends StreamError {
+  override name = 'InvalidArgumentError';
+}
+
+/** Kernel bindings that do not match the kernel: wrong count, usage or a too-small buffer. */
+export class KernelBindingError extends StreamError {
+  override name = 'KernelBindingError';
+}
+
+/** Use of a stream, buffer, event or context after `destroy()`. */
+export class DestroyedError extends StreamError {
+  override name = 'DestroyedError';
+}
+
+/** A pinned buffer's view was touched while the GPU owns the buffer. */
+export class PinnedBufferBusyError extends StreamError {
+  override name = 'PinnedBufferBusyError';
+}
+
+/** `elapsedTime` on events without timing, or on a device without `timestamp-query`. */
+export class EventTimingError extends StreamError {
+  override name = 'EventTimingError';
+}
+
+/** `elapsedTime` before both events completed (CUDA's cudaErrorNotReady). */
+export class EventNotReadyError extends StreamError {
+  override name = 'EventNotReadyError';
+}
+
+/** The GPU device was lost; every pending wait rejects with this. */
+export class DeviceLostError extends StreamError {
+  override name = 'DeviceLostError';
+}
+
+/** WebGPU reported a validation or out-of-memory error for work the library submitted. */
+export class GpuValidationError extends StreamError {
+  override name = 'GpuValidationError';
+}
+
+/** A host function (`stream.hostFn`) threw or rejected; `cause` holds what it threw. */
+export class HostFnError extends StreamError {
+  override name = 'HostFnError';
+}
+
+/** The op did not run because an op it depends on failed; `cause` holds that failure. */
+export class DependencyError extends StreamError {
+  override name = 'DependencyError';
+}
+
+/** A wait was aborted through its `AbortSignal`. */
+export class AbortError extends StreamError {
+  override name = 'AbortError';
+}
+
+/** No WebGPU implementation or no adapter: says what to do about it. */
+export class WebGpuUnavailableError extends StreamError {
+  override name = 'WebGpuUnavailableError';
+}
+
+/**
+ * Captures the current stack for a later error. V8 records the frames at construction and formats
+ * them only when `.stack` is read, so this is cheap per op; formatting happens on failure only.
+ */
+export function captureSite(enabled: boolean): Error | undefined {
+  return enabled ? new Error('enqueued here') : undefined;
+}
+
+const INTERNAL_FRAME = /[\\/]src[\\/](stream|event|scheduler|errors|context|memory|pinned|kernels|op)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
+
+/** The user's frames of a captured site, innermost first. */
+export function formatSite(site: string | Error | undefined): string | undefined {
+  if (site === undefined) return undefined;
+  if (typeof site === 'string') return site;
+  const stack = site.stack;
+  if (!stack) return undefined;
+  const frames = stack.split('\n').slice(1).map((l) => l.trim()).filter((l) => l && !INTERNAL_FRAME.test(l));
+  return frames.length ? frames.join('\n') : undefined;
+}

@@ -1,0 +1,176 @@
+/**
+ * Compute kernels: WGSL plus what the runtime needs to check a launch before it reaches the GPU
+ * (binding count, binding kinds, minimum buffer sizes, override names). Pipelines are cached per
+ * device and per set of override constants; compilation errors are caught in an error scope so a
+ * bad kernel fails its own launches and no other stream's work.
+ */
+import { KernelBindingError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { ShaderStage } from './gpu-constants.js';
+import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
+import sleepWgsl from '../shaders/sleep.wgsl?raw';
+import computeIntensiveWgsl from '../shaders/compute_intensive.wgsl?raw';
+
+/** WGSL sources of the built-in kernels (shaders/). */
+export const builtinShaders = {
+  vectorAdd: vectorAddWgsl,
+  sleep: sleepWgsl,
+  computeIntensive: computeIntensiveWgsl,
+} as const;
+
+/** One `@group(0) @binding(n)` resource of a kernel, read from its WGSL. */
+export interface BindingInfo {
+  binding: number;
+  name: string;
+  kind: 'storage' | 'read-only-storage' | 'uniform';
+  /** Smallest buffer size the binding accepts, bytes (element size of a runtime array, or 4). */
+  minBytes: number;
+}
+
+export interface KernelOptions {
+  /** @default 'main' */
+  entryPoint?: string;
+  /** @default the entry point's name */
+  label?: string;
+}
+
+const SCALAR_BYTES: Record<string, number> = { f32: 4, u32: 4, i32: 4, f16: 2 };
+
+function typeBytes(type: string): number {
+  const t = type.replace(/\s+/g, '');
+  const scalar = SCALAR_BYTES[t];
+  if (scalar) return scalar;
+  const vec = /^vec([234])<(\w+)>$/.exec(t) ?? /^vec([234])([fiu])$/.exec(t);
+  if (vec) {
+    const n = Number(vec[1]);
+    const el = vec[2]!.length === 1 ? 4 : (SCALAR_BYTES[vec[2]!] ?? 4);
+    return (n === 3 ? 4 : n) * el;
+  }
+  const arr = /^array<(.+?)(?:,(\d+))?>$/.exec(t);
+  if (arr) return typeBytes(arr[1]!) * (arr[2] ? Number(arr[2]) : 1);
+  return 4;
+}
+
+/** Reads the group-0 bindings, overrides and workgroup size of a WGSL compute shader. */
+export function reflectWgsl(wgsl: string, entryPoint: string): { bindings: BindingInfo[]; overrides: string[]; workgroupSize: [number, number, number] | null } {
+  const code = wgsl.replace(/\/\/[^\n]*/g, '').replace(/\/\*[\s\S]*?\*\//g, '');
+  const bindings: BindingInfo[] = [];
+  const re = /@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);/g;
+  const re2 = /@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);/g;
+  const found: { group: number; binding: number; space: string; access: string | undefined; name: string; type: string }[] = [];
+  for (const m of code.matchAll(re)) found.push({ group: Number(m[1]), binding: Number(m[2]), space: m[3]!, access: m[4], name: m[5]!, type: m[6]! });
+  for (const m of code.matchAll(re2)) found.push({ group: Number(m[2]), binding: Number(m[1]), space: m[3]!, access: m[4], name: m[5]!, type: m[6]! });
+  for (const f of found) {
+    if (f.group !== 0) throw new InvalidArgumentError(`binding '${f.name}' is in @group(${f.group}); kernels may only use @group(0)`);
+    const kind = f.space === 'uniform' ? 'uniform' : f.access === 'read_write' || f.access === 'write' ? 'storage' : 'read-only-storage';
+    bindings.push({ binding: f.binding, name: f.name, kind, minBytes: typeBytes(f.type.trim()) });
+  }
+  bindings.sort((a, b) => a.binding - b.binding);
+  bindings.forEach((b, i) => {
+    if (b.binding !== i) throw new InvalidArgumentError(`bindings must be numbered 0..n-1 without gaps; found @binding(${b.binding}) at position ${i}`);
+  });
+  const overrides = [...code.matchAll(/(?:@id\(\s*\d+\s*\)\s*)?override\s+(\w+)/g)].map((m) => m[1]!);
+  let workgroupSize: [number, number, number] | null = null;
+  const ep = new RegExp(`@workgroup_size\\(([^)]*)\\)[^{]*fn\\s+${entryPoint}\\s*\\(`).exec(code);
+  if (ep) {
+    const parts = ep[1]!.split(',').map((s) => Number(s.trim()));
+    if (parts.every((n) => Number.isInteger(n))) workgroupSize = [parts[0] ?? 1, parts[1] ?? 1, parts[2] ?? 1];
+  }
+  return { bindings, overrides, workgroupSize };
+}
+
+interface PipelineEntry {
+  pipeline: GPUComputePipeline;
+  /** Settles once the error scope around creation popped: undefined when fine, else the message. */
+  validated: Promise<string | undefined>;
+  error: string | undefined;
+  ok: boolean;
+}
+
+/**
+ * A compute kernel bound to one device. Create with `ctx.kernel(wgsl)`; launch with
+ * `stream.launch(kernel, { bindings, workgroups })`.
+ */
+export class Kernel {
+  readonly label: string;
+  readonly entryPoint: string;
+  readonly bindings: readonly BindingInfo[];
+  readonly overrides: readonly string[];
+  /** The entry point's `@workgroup_size`, or null when it is not a literal. */
+  readonly workgroupSize: readonly [number, number, number] | null;
+  readonly layout: GPUBindGroupLayout;
+  readonly #device: GPUDevice;
+  readonly #module: GPUShaderModule;
+  readonly #pipelineLayout: GPUPipelineLayout;
+  readonly #pipelines = new Map<string, PipelineEntry>();
+
+  constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}) {
+    this.entryPoint = options.entryPoint ?? 'main';
+    this.label = options.label ?? this.entryPoint;
+    const info = reflectWgsl(wgsl, this.entryPoint);
+    this.bindings = info.bindings;
+    this.overrides = info.overrides;
+    this.workgroupSize = info.workgroupSize;
+    this.#device = device;
+    this.#module = device.createShaderModule({ code: wgsl, label: `kernel '${this.label}'` });
+    this.layout = device.createBindGroupLayout({
+      label: `kernel '${this.label}' bindings`,
+      entries: this.bindings.map((b) => ({ binding: b.binding, visibility: ShaderStage.COMPUTE, buffer: { type: b.kind } })),
+    });
+    this.#pipelineLayout = device.createPipelineLayout({ label: `kernel '${this.label}'`, bindGroupLayouts: [this.layout] });
+  }
+
+  /** Number of buffers a launch must bind. */
+  get bindingCount(): number {
+    return this.bindings.length;
+  }
+
+  /** The pipeline for a set of override constants, created on first use inside an error scope. */
+  pipeline(constants: Record<string, number> | undefined): PipelineEntry {
+    const key = constants ? JSON.stringify(Object.entries(constants).sort(([a], [b]) => (a < b ? -1 : 1))) : '';
+    let entry = this.#pipelines.get(key);
+    if (!entry) {
+      const device = this.#device;
+      device.pushErrorScope('validation');
+      const pipeline = device.createComputePipeline({
+        label: `kernel '${this.label}'${key ? ` ${key}` : ''}`,
+        layout: this.#pipelineLayout,
+        compute: { module: this.#module, entryPoint: this.entryPoint, ...(constants ? { constants } : {}) },
+      });
+      const created: PipelineEntry = { pipeline, validated: Promise.resolve(undefined), error: undefined, ok: false };
+      created.validated = device.popErrorScope().then(
+        (err) => {
+          created.error = err?.message;
+          created.ok = !err;
+          return created.error;
+        },
+        (err: unknown) => {
+          created.error = String(err);
+          return created.error;
+        },
+      );
+      entry = created;
+      this.#pipelines.set(key, entry);
+    }
+    return entry;
+  }
+
+  /** Checks override constants against the WGSL; throws InvalidArgumentError naming the bad key. */
+  checkConstants(constants: unknown, site: ErrorSite): Record<string, number> | undefined {
+    if (constants === undefined) return undefined;
+    if (typeof constants !== 'object' || constants === null) throw new InvalidArgumentError(`Expected \`constants\` to be an object of override values`, site);
+    for (const [k, v] of Object.entries(constants)) {
+      if (!this.overrides.includes(k)) {
+        throw new KernelBindingError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((o) => `\`${o}\``).join(', ') : 'none'}`, site);
+      }
+      if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidArgumentError(`Expected override \`${k}\` to be a finite number, got \`${String(v)}\``, site);
+    }
+    return constants as Record<string, number>;
+  }
+}
+
+/** Workgroup counts for a 1-D problem of `n` items, spilling into y past the per-dimension limit. */
+export function workgroupsFor(n: number, workgroupSize: number, maxPerDimension = 65535): [number, number, number] {
+  const groups = Math.ceil(n / workgroupSize);
+  if (groups <= maxPerDimension) return [groups, 1, 1];
+  return [maxPerDimension, Math.ceil(groups / maxPerDimension), 1];
+}

@@ -1,0 +1,133 @@
+/**
+ * One enqueued operation: a node of the scheduler's DAG. Internal; the public API hands out op ids.
+ *
+ * Two states matter for dependencies:
+ * - `ordered`: the op's place in the single GPU queue is fixed (GPU ops: encoded; host functions:
+ *   finished; markers: their dependencies ordered). A GPU op may be encoded once all its
+ *   dependencies are ordered: queue order then guarantees the rest, at no GPU cost.
+ * - `done`: the op's effects are complete and visible to the host, and so are its dependencies'.
+ *   A host function may start only once its dependencies are done.
+ */
+import type { StreamError } from './errors.js';
+import type { DeviceBuffer } from './memory.js';
+import type { PinnedBuffer } from './pinned.js';
+import type { Kernel } from './kernels.js';
+import type { StreamQueue } from './scheduler.js';
+
+export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'hostFn' | 'record' | 'wait';
+
+export interface LaunchPayload {
+  kind: 'launch';
+  kernel: Kernel;
+  pipeline: ReturnType<Kernel['pipeline']>;
+  bindings: GPUBuffer[];
+  workgroups: [number, number, number];
+}
+export interface CopyPayload {
+  kind: 'copy';
+  src: GPUBuffer;
+  srcOffset: number;
+  dst: GPUBuffer;
+  dstOffset: number;
+  size: number;
+}
+export interface UploadPayload {
+  kind: 'upload';
+  /** Pinned source, or null when `staging` holds a pooled copy of pageable data. */
+  pinned: PinnedBuffer | null;
+  staging: GPUBuffer | null;
+  srcOffset: number;
+  dst: GPUBuffer;
+  dstOffset: number;
+  size: number;
+}
+export interface DownloadPayload {
+  kind: 'download';
+  src: GPUBuffer;
+  srcOffset: number;
+  pinned: PinnedBuffer | null;
+  /** Pageable destination (when not pinned). */
+  view: Uint8Array | null;
+  dstOffset: number;
+  size: number;
+  /** Pooled read-back buffer, taken at encode. */
+  readback: GPUBuffer | null;
+}
+export interface HostFnPayload {
+  kind: 'hostFn';
+  fn: () => unknown;
+}
+export interface RecordPayload {
+  kind: 'record';
+  /** Timestamp query wanted (timing event on a device with timestamp-query). */
+  timing: boolean;
+  /** GPU timestamp of the record, ns, once read back. */
+  timestamp: bigint | null;
+  eventLabel: string;
+}
+export interface WaitPayload {
+  kind: 'wait';
+  what: string;
+}
+
+export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | HostFnPayload | RecordPayload | WaitPayload;
+
+export class Op {
+  /** Dependencies not yet done, or failed (see the class comment). */
+  deps: Op[];
+  /** Ops that list this one in `deps`; dropped once this op is done. */
+  dependents: Op[] = [];
+  ordered = false;
+  /** This op's own part is complete (GPU work finished, map resolved, function returned). */
+  ownDone = false;
+  done = false;
+  error: StreamError | undefined = undefined;
+  waiters: (() => void)[] | null = null;
+  /** Extra completions the op waits for beyond its batch (maps, timestamp read-back). */
+  pendingParts = 0;
+  /** Device buffers retained by this op (released when done). */
+  buffers: DeviceBuffer[];
+
+  // Trace (ms on the performance.now() clock; GPU times in ns on the GPU clock).
+  tEnqueue = 0;
+  tSubmit = 0;
+  tDone = 0;
+  tHostBegin = 0;
+  tHostEnd = 0;
+  gpuBegin: bigint | null = null;
+  gpuEnd: bigint | null = null;
+  batchId = -1;
+
+  constructor(
+    readonly id: number,
+    readonly stream: StreamQueue,
+    readonly payload: Payload,
+    deps: Op[],
+    buffers: DeviceBuffer[],
+    readonly callSite: Error | undefined,
+    readonly name: string,
+  ) {
+    this.deps = deps;
+    this.buffers = buffers;
+  }
+
+  get kind(): OpKind {
+    return this.payload.kind;
+  }
+
+  /** The pinned buffer this op uses, if any. */
+  get pinned(): PinnedBuffer | null {
+    const p = this.payload;
+    return p.kind === 'upload' || p.kind === 'download' ? p.pinned : null;
+  }
+
+  /** True when the op runs on the GPU queue (as opposed to the host or as a marker). */
+  get isGpu(): boolean {
+    const k = this.payload.kind;
+    return k === 'launch' || k === 'copy' || k === 'upload' || k === 'download' || (k === 'record' && this.payload.timing);
+  }
+
+  site(): { op: string; stream: string; callSite: Error | undefined } {
+    return { op: this.kind, stream: this.stream.label, callSite: this.callSite };
+  }
+}

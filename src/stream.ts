@@ -1,0 +1,315 @@
+/**
+ * `Stream`: an ordered queue of GPU and host operations, CUDA style. Ops of one stream run in the
+ * order they were enqueued; ops of different streams are ordered only by events, `waitStream` and
+ * the default stream's legacy semantics. A stream is host-side: WebGPU has one queue per device, and
+ * the scheduler merges every stream into it (see scheduler.ts).
+ */
+import { captureSite, DestroyedError, InvalidArgumentError, KernelBindingError, type ErrorSite } from './errors.js';
+import { BufferUsage } from './gpu-constants.js';
+import type { Kernel } from './kernels.js';
+import { DeviceBuffer, type StagingPool } from './memory.js';
+import type { Op } from './op.js';
+import { PinnedBuffer } from './pinned.js';
+import type { Scheduler, StreamQueue } from './scheduler.js';
+import type { GpuEvent } from './event.js';
+import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
+
+/** A buffer a kernel can bind: one of ours, or a raw `GPUBuffer` (not tracked). */
+export type Bindable = DeviceBuffer | GPUBuffer;
+
+export interface LaunchOptions {
+  /** Buffers in binding order (@group(0) @binding(0..n-1)). */
+  bindings: readonly Bindable[];
+  /** Workgroup counts: x, or [x, y?, z?]. */
+  workgroups: number | readonly [number, number?, number?];
+  /** Values for the kernel's `override` constants. */
+  constants?: Record<string, number>;
+}
+
+/** Byte offsets and size of a transfer. Every value must be a multiple of 4. */
+export interface CopyOptions {
+  /** @default 0 */
+  srcOffset?: number;
+  /** @default 0 */
+  dstOffset?: number;
+  /** @default what fits: min(src size - srcOffset, dst size - dstOffset) */
+  size?: number;
+}
+
+export interface SyncOptions {
+  /** Stops waiting (rejects with AbortError); the work itself still runs. */
+  signal?: AbortSignal;
+}
+
+/** @internal what a stream needs from its context */
+export interface StreamHost {
+  readonly scheduler: Scheduler;
+  readonly staging: StagingPool;
+  readonly captureStacks: boolean;
+  readonly maxWorkgroupsPerDimension: number;
+  checkAlive(op: string, stream: string): void;
+  eventOp(event: GpuEvent): Op | null;
+  recordEvent(event: GpuEvent, stream: Stream, callSite: Error | undefined): Op;
+}
+
+const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
+
+export class Stream {
+  /** @internal */
+  readonly queue: StreamQueue;
+  readonly #host: StreamHost;
+
+  /** @internal use `ctx.createStream()` */
+  constructor(host: StreamHost, queue: StreamQueue) {
+    this.#host = host;
+    this.queue = queue;
+  }
+
+  get label(): string {
+    return this.queue.label;
+  }
+  /** Lower number = higher priority (CUDA / PyTorch). */
+  get priority(): number {
+    return this.queue.priority;
+  }
+  /** True when the stream does not synchronize with the default stream. */
+  get nonBlocking(): boolean {
+    return this.queue.nonBlocking;
+  }
+  /** True for the context's default (legacy) stream. */
+  get isDefault(): boolean {
+    return this.queue.isDefault;
+  }
+
+  /**
+   * Dispatches `kernel` with `bindings` over `workgroups`. Checks the binding count, kinds and sizes
+   * here, at the call, so a bad launch throws instead of poisoning the GPU queue.
+   * @returns the op id
+   */
+  launch(kernel: Kernel, options: LaunchOptions): number {
+    const site = this.#site('launch');
+    const opts = expectObject('options', options, site);
+    expectKnownKeys('options', opts, ['bindings', 'workgroups', 'constants'], site);
+    if (!kernel || typeof kernel.pipeline !== 'function') throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
+    const bindings = opts.bindings as readonly Bindable[] | undefined;
+    if (!Array.isArray(bindings)) throw new KernelBindingError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} buffers, got ${showValue(bindings)}`, site);
+    if (bindings.length !== kernel.bindingCount) {
+      throw new KernelBindingError(`kernel '${kernel.label}' takes ${kernel.bindingCount} bindings (${kernel.bindings.map((b) => b.name).join(', ')}), got ${bindings.length}`, site);
+    }
+    const gpuBuffers: GPUBuffer[] = [];
+    const tracked: DeviceBuffer[] = [];
+    bindings.forEach((b, i) => {
+      const info = kernel.bindings[i]!;
+      const { buffer, label } = this.#unwrap(b, `bindings[${i}] (${info.name})`, site);
+      if (b instanceof DeviceBuffer) tracked.push(b);
+      const need = info.kind === 'uniform' ? BufferUsage.UNIFORM : BufferUsage.STORAGE;
+      if ((buffer.usage & need) === 0) {
+        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${info.kind === 'uniform' ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
+      }
+      if (buffer.size < info.minBytes) {
+        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs at least ${info.minBytes} bytes; '${label}' has ${buffer.size}`, site);
+      }
+      if (buffer.size % 4 !== 0 && info.kind !== 'uniform') {
+        throw new KernelBindingError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
+      }
+      gpuBuffers.push(buffer);
+    });
+    // A buffer bound twice where either binding is writable is a WebGPU usage conflict.
+    for (let i = 0; i < gpuBuffers.length; i++) {
+      for (let j = i + 1; j < gpuBuffers.length; j++) {
+        if (gpuBuffers[i] === gpuBuffers[j] && (kernel.bindings[i]!.kind === 'storage' || kernel.bindings[j]!.kind === 'storage')) {
+          throw new KernelBindingError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same buffer and one is read_write; WebGPU forbids that aliasing: use a separate output buffer`, site);
+        }
+      }
+    }
+    const workgroups = this.#workgroups(opts.workgroups, site);
+    const constants = kernel.checkConstants(opts.constants, site);
+    const pipeline = kernel.pipeline(constants);
+    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, [], tracked, site, `${kernel.label}`).id;
+  }
+
+  /** Device-to-device copy (`cudaMemcpyAsync` D2D). @returns the op id */
+  copy(src: DeviceBuffer, dst: DeviceBuffer, options?: CopyOptions): number {
+    const site = this.#site('copy');
+    const s = this.#unwrap(src, 'src', site);
+    const d = this.#unwrap(dst, 'dst', site);
+    if (!(s.buffer.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
+    if (!(d.buffer.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
+    const r = this.#range(options, s.buffer.size, d.buffer.size, s.label, d.label, site);
+    if (s.buffer === d.buffer && r.srcOffset < r.dstOffset + r.size && r.dstOffset < r.srcOffset + r.size) {
+      throw new InvalidArgumentError(`source and destination ranges of '${s.label}' overlap; WebGPU forbids overlapping copies within one buffer`, site);
+    }
+    const tracked = [src, dst].filter((b): b is DeviceBuffer => b instanceof DeviceBuffer);
+    return this.#enqueue({ kind: 'copy', src: s.buffer, dst: d.buffer, ...r }, [], tracked, site, `copy ${s.label}->${d.label}`).id;
+  }
+
+  /**
+   * Host-to-device transfer. From a `PinnedBuffer` ('upload' kind): the GPU copies straight out of
+   * the mapped memory you filled; the buffer is the GPU's until this op completes. From any
+   * `ArrayBufferView` (pageable): the data is copied into pooled staging now, at the call, so you
+   * may reuse your array at once (as with `cudaMemcpyAsync` from pageable memory).
+   * @returns the op id
+   */
+  upload(src: PinnedBuffer | ArrayBufferView, dst: DeviceBuffer, options?: CopyOptions): number {
+    const site = this.#site('upload');
+    const d = this.#unwrap(dst, 'dst', site);
+    if (!(d.buffer.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
+    const tracked = dst instanceof DeviceBuffer ? [dst] : [];
+    if (src instanceof PinnedBuffer) {
+      this.#checkPinned(src, 'upload', site);
+      const r = this.#range(options, src.size, d.buffer.size, src.label, d.label, site);
+      return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, [], tracked, site, `upload ${src.label}->${d.label}`).id;
+    }
+    if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
+    const r = this.#range(options, src.byteLength, d.buffer.size, 'src', d.label, site);
+    const t0 = performance.now();
+    const staging = this.#host.staging.acquireUpload(r.size, `${this.label} upload`);
+    new Uint8Array(staging.getMappedRange(0, r.size)).set(new Uint8Array(src.buffer, src.byteOffset + r.srcOffset, r.size));
+    staging.unmap();
+    const t1 = performance.now();
+    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, ...r, srcOffset: 0, dst: d.buffer }, [], tracked, site, `upload ->${d.label}`);
+    op.tHostBegin = t0;
+    op.tHostEnd = t1;
+    return op.id;
+  }
+
+  /**
+   * Device-to-host transfer into a `PinnedBuffer` ('download' kind: read its views after the op
+   * completes) or any `ArrayBufferView` (filled when the op completes). Completion: await
+   * `stream.synchronize()`, an event recorded after it, or a later `hostFn`.
+   * @returns the op id
+   */
+  download(src: DeviceBuffer, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number {
+    const site = this.#site('download');
+    const s = this.#unwrap(src, 'src', site);
+    if (!(s.buffer.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
+    const tracked = src instanceof DeviceBuffer ? [src] : [];
+    if (dst instanceof PinnedBuffer) {
+      this.#checkPinned(dst, 'download', site);
+      const r = this.#range(options, s.buffer.size, dst.size, s.label, dst.label, site);
+      return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, [], tracked, site, `download ${s.label}->${dst.label}`).id;
+    }
+    if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
+    const r = this.#range(options, s.buffer.size, dst.byteLength, s.label, 'dst', site);
+    const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
+    return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, [], tracked, site, `download ${s.label}->host`).id;
+  }
+
+  /**
+   * Runs `fn` on the host once all earlier work of this stream completed; later work of the stream
+   * waits for it (and for the promise it returns). Do not synchronize this stream from inside `fn`:
+   * it waits for `fn` itself. A throw fails the op and reaches `synchronize()` as `HostFnError`.
+   * @returns the op id
+   */
+  hostFn(fn: () => void | Promise<void>): number {
+    const site = this.#site('hostFn');
+    expectFunction('fn', fn, site);
+    return this.#enqueue({ kind: 'hostFn', fn }, [], [], site, fn.name ? `hostFn ${fn.name}` : 'hostFn').id;
+  }
+
+  /** Records `event` here: it completes when all work enqueued on this stream so far completed. */
+  record(event: GpuEvent): number {
+    const site = this.#site('record');
+    return this.#host.recordEvent(event, this, site.callSite).id;
+  }
+
+  /**
+   * Later work of this stream waits for `event`'s most recent record (taken now, as in CUDA).
+   * Waiting on a never-recorded event is a no-op. Costs nothing on the GPU: queue order does it.
+   */
+  waitEvent(event: GpuEvent): number {
+    const site = this.#site('waitEvent');
+    const target = this.#host.eventOp(event);
+    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'` }, [target], [], site, `wait ${event.label}`).id;
+  }
+
+  /** Later work of this stream waits for all work enqueued on `other` so far. */
+  waitStream(other: Stream): number {
+    const site = this.#site('waitStream');
+    if (!(other instanceof Stream)) throw new InvalidArgumentError(`Expected \`other\` to be a Stream, got ${showValue(other)}`, site);
+    return this.#enqueue({ kind: 'wait', what: `stream '${other.label}'` }, [other.queue.tail], [], site, `wait ${other.label}`).id;
+  }
+
+  /**
+   * Resolves when all work enqueued on this stream so far completed; rejects with the first failure
+   * since the last synchronize (the failure is then reported and later work starts clean).
+   */
+  synchronize(options: SyncOptions = {}): Promise<void> {
+    return this.#host.scheduler.synchronizeQueue(this.queue, options.signal);
+  }
+
+  /** True when all work enqueued so far completed (`cudaStreamQuery`). */
+  query(): boolean {
+    const tail = this.queue.tail;
+    return !tail || tail.done;
+  }
+
+  /** Enqueued ops not yet complete. */
+  get pendingOps(): number {
+    return this.queue.active;
+  }
+
+  /** No further work may be enqueued; work already enqueued still completes. Idempotent. */
+  destroy(): void {
+    if (this.queue.isDefault) return;
+    this.queue.destroyed = true;
+  }
+
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  #site(op: string): ErrorSite & { op: string; stream: string; callSite: Error | undefined } {
+    const site = { op, stream: this.label, callSite: captureSite(this.#host.captureStacks) };
+    if (this.queue.destroyed) throw new DestroyedError(`stream '${this.label}' was destroyed; create a new one with ctx.createStream()`, site);
+    this.#host.checkAlive(op, this.label);
+    return site;
+  }
+
+  #enqueue(payload: Op['payload'], extraDeps: (Op | null)[], buffers: DeviceBuffer[], site: { callSite: Error | undefined }, name: string): Op {
+    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.callSite, name);
+  }
+
+  #unwrap(b: unknown, what: string, site: ErrorSite): { buffer: GPUBuffer; label: string } {
+    if (b instanceof DeviceBuffer) {
+      b.checkAlive(site);
+      return { buffer: b.buffer, label: b.label };
+    }
+    if (b instanceof PinnedBuffer) {
+      throw new InvalidArgumentError(`\`${what}\` is pinned host memory ('${b.label}'); use stream.upload()/download() to move it to or from a DeviceBuffer`, site);
+    }
+    if (b && typeof b === 'object' && 'usage' in b && 'size' in b && typeof (b as GPUBuffer).mapAsync === 'function') {
+      const g = b as GPUBuffer;
+      return { buffer: g, label: g.label || 'GPUBuffer' };
+    }
+    throw new InvalidArgumentError(`Expected \`${what}\` to be a DeviceBuffer (ctx.alloc) or GPUBuffer, got ${showValue(b)}`, site);
+  }
+
+  #checkPinned(p: PinnedBuffer, kind: 'upload' | 'download', site: ErrorSite): void {
+    if (p.destroyRequested) throw new DestroyedError(`pinned buffer '${p.label}' was destroyed`, site);
+    if (p.kind !== kind) {
+      throw new InvalidArgumentError(`pinned buffer '${p.label}' was allocated for ${p.kind}s; allocate one with ctx.allocHost(bytes, '${kind}') for ${kind}s`, site);
+    }
+  }
+
+  #range(options: CopyOptions | undefined, srcSize: number, dstSize: number, srcLabel: string, dstLabel: string, site: ErrorSite): { srcOffset: number; dstOffset: number; size: number } {
+    const o = expectObject('options', options, site);
+    expectKnownKeys('options', o, COPY_KEYS, site);
+    const srcOffset = expectAligned('srcOffset', expectInteger('srcOffset', o.srcOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+    const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+    const size = expectAligned('size', expectInteger('size', o.size ?? Math.min(srcSize - srcOffset, dstSize - dstOffset), 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+    if (srcOffset + size > srcSize) throw new InvalidArgumentError(`range [${srcOffset}, ${srcOffset + size}) is out of bounds of source '${srcLabel}' (${srcSize} bytes)`, site);
+    if (dstOffset + size > dstSize) throw new InvalidArgumentError(`range [${dstOffset}, ${dstOffset + size}) is out of bounds of destination '${dstLabel}' (${dstSize} bytes)`, site);
+    return { srcOffset, dstOffset, size };
+  }
+
+  #workgroups(w: unknown, site: ErrorSite): [number, number, number] {
+    const max = this.#host.maxWorkgroupsPerDimension;
+    const arr = typeof w === 'number' ? [w] : Array.isArray(w) ? w : null;
+    if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
+    const names = ['workgroups[0]', 'workgroups[1]', 'workgroups[2]'];
+    return [0, 1, 2].map((i) => expectInteger(names[i]!, arr[i] ?? 1, 0, max, site)) as [number, number, number];
+  }
+}

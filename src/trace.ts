@@ -1,0 +1,148 @@
+/**
+ * Spans per op: host enqueue/submit/completion times, host work (callbacks, pageable fills and
+ * read-outs), and GPU begin/end from timestamp queries where the device has them (estimated from
+ * submit and completion where not). Exports Chrome Trace Event JSON (Perfetto, chrome://tracing).
+ */
+import type { Op } from './op.js';
+
+/** One span on the timeline; times in ms on the `performance.now()` clock. */
+export interface TraceSpan {
+  /** Stream label, or 'host' for host-side work. */
+  lane: string;
+  kind: 'upload' | 'download' | 'copy' | 'kernel' | 'host' | 'event' | 'wait' | 'fill' | 'read';
+  name: string;
+  start: number;
+  end: number;
+  /** GPU begin/end estimated from submit/completion times (no timestamp queries). */
+  estimated?: boolean;
+  /** Op id, where the span belongs to an op. */
+  op?: number;
+  /** Submit (batch) the op went out in. */
+  batch?: number;
+}
+
+/** What the trace keeps of a completed op. */
+export interface OpRecord {
+  id: number;
+  stream: string;
+  kind: Op['kind'];
+  name: string;
+  batch: number;
+  tEnqueue: number;
+  tSubmit: number;
+  tDone: number;
+  tHostBegin: number;
+  tHostEnd: number;
+  gpuBegin: bigint | null;
+  gpuEnd: bigint | null;
+  failed: boolean;
+}
+
+interface ClockSource {
+  gpuToHostMs(ns: bigint): number | null;
+}
+
+const GPU_KIND = { launch: 'kernel', copy: 'copy', upload: 'upload', download: 'download' } as const;
+
+export class Trace {
+  readonly records: OpRecord[] = [];
+  readonly #marks: TraceSpan[] = [];
+  #clock: ClockSource | null = null;
+  /** Keep at most this many op records (oldest dropped). @default 100000 */
+  limit = 100_000;
+
+  /** @internal */
+  add(op: Op, clock: ClockSource): void {
+    this.#clock = clock;
+    if (this.records.length >= this.limit) this.records.shift();
+    this.records.push({
+      id: op.id,
+      stream: op.stream.label,
+      kind: op.kind,
+      name: op.name,
+      batch: op.batchId,
+      tEnqueue: op.tEnqueue,
+      tSubmit: op.tSubmit,
+      tDone: op.tDone,
+      tHostBegin: op.tHostBegin,
+      tHostEnd: op.tHostEnd,
+      gpuBegin: op.gpuBegin,
+      gpuEnd: op.gpuEnd,
+      failed: op.error !== undefined,
+    });
+  }
+
+  /** Adds a span of your own, e.g. the host filling a pinned buffer. */
+  mark(lane: string, kind: TraceSpan['kind'], name: string, start: number, end: number): void {
+    this.#marks.push({ lane, kind, name, start, end });
+  }
+
+  /** Runs `fn` and records it as a host span. */
+  async span<T>(lane: string, kind: TraceSpan['kind'], name: string, fn: () => T | Promise<T>): Promise<T> {
+    const start = performance.now();
+    try {
+      return await fn();
+    } finally {
+      this.mark(lane, kind, name, start, performance.now());
+    }
+  }
+
+  /** Drops everything recorded so far. */
+  clear(): void {
+    this.records.length = 0;
+    this.#marks.length = 0;
+  }
+
+  /** The GPU times of an op in host ms, or null when it has no timestamps (or no clock yet). */
+  gpuTimes(r: OpRecord): { start: number; end: number } | null {
+    if (r.gpuBegin === null || r.gpuEnd === null || !this.#clock) return null;
+    const start = this.#clock.gpuToHostMs(r.gpuBegin);
+    const end = this.#clock.gpuToHostMs(r.gpuEnd);
+    return start === null || end === null ? null : { start, end };
+  }
+
+  /** Timeline spans, optionally only those starting at or after `since` (ms). */
+  spans(since = -Infinity): TraceSpan[] {
+    const out: TraceSpan[] = [];
+    for (const r of this.records) {
+      const gpuKind = GPU_KIND[r.kind as keyof typeof GPU_KIND];
+      if (gpuKind) {
+        const t = this.gpuTimes(r);
+        if (t) out.push({ lane: r.stream, kind: gpuKind, name: r.name, start: t.start, end: Math.max(t.end, t.start), op: r.id, batch: r.batch });
+        else out.push({ lane: r.stream, kind: gpuKind, name: r.name, start: r.tSubmit, end: r.tDone, estimated: true, op: r.id, batch: r.batch });
+        if (r.tHostEnd > r.tHostBegin) {
+          out.push({ lane: 'host', kind: r.kind === 'upload' ? 'fill' : 'read', name: `${r.stream}: ${r.name}`, start: r.tHostBegin, end: r.tHostEnd, op: r.id });
+        }
+      } else if (r.kind === 'hostFn') {
+        out.push({ lane: 'host', kind: 'host', name: `${r.stream}: ${r.name}`, start: r.tHostBegin, end: r.tHostEnd, op: r.id });
+      } else {
+        const t = this.gpuTimes(r);
+        const at = t ? t.end : r.tDone;
+        out.push({ lane: r.stream, kind: r.kind === 'record' ? 'event' : 'wait', name: r.name, start: at, end: at, op: r.id, ...(t ? {} : { estimated: true }) });
+      }
+    }
+    out.push(...this.#marks);
+    return out.filter((s) => s.start >= since).sort((a, b) => a.start - b.start);
+  }
+
+  /** Chrome Trace Event JSON: open in Perfetto (ui.perfetto.dev) or chrome://tracing. */
+  toChromeTrace(spans: TraceSpan[] = this.spans()): { traceEvents: object[]; displayTimeUnit: 'ms' } {
+    const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))];
+    const tid = new Map(lanes.map((l, i) => [l, i + 1]));
+    const events: object[] = lanes.map((l) => ({ name: 'thread_name', ph: 'M', pid: 1, tid: tid.get(l), args: { name: l === 'host' ? 'host' : `stream ${l}` } }));
+    events.unshift({ name: 'process_name', ph: 'M', pid: 1, tid: 0, args: { name: 'webgpu-streams' } });
+    for (const s of spans) {
+      events.push({
+        name: s.name,
+        cat: s.kind,
+        ph: 'X',
+        ts: Math.round(s.start * 1000),
+        dur: Math.max(0, Math.round((s.end - s.start) * 1000)),
+        pid: 1,
+        tid: tid.get(s.lane),
+        args: { ...(s.op !== undefined ? { op: s.op } : {}), ...(s.batch !== undefined ? { submit: s.batch } : {}), ...(s.estimated ? { estimated: true } : {}) },
+      });
+    }
+    return { traceEvents: events, displayTimeUnit: 'ms' };
+  }
+}

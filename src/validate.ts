@@ -1,0 +1,61 @@
+/** Argument checks with messages that quote the option, the value and its type (p-queue style). */
+import { InvalidArgumentError, type ErrorSite } from './errors.js';
+
+function show(value: unknown): string {
+  let text: string;
+  try {
+    text = typeof value === 'bigint' ? `${value}n` : typeof value === 'string' ? JSON.stringify(value) : String(value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return `\`${text.length > 60 ? `${text.slice(0, 57)}...` : text}\` (${value === null ? 'null' : typeof value})`;
+}
+
+export function expectInteger(name: string, value: unknown, min: number, max: number, site: ErrorSite = {}): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+    throw new InvalidArgumentError(`Expected \`${name}\` to be an integer ${range}, got ${show(value)}`, site);
+  }
+  return value;
+}
+
+export function expectBoolean(name: string, value: unknown, site: ErrorSite = {}): boolean {
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(`Expected \`${name}\` to be a boolean, got ${show(value)}`, site);
+  return value;
+}
+
+export function expectString(name: string, value: unknown, site: ErrorSite = {}): string {
+  if (typeof value !== 'string') throw new InvalidArgumentError(`Expected \`${name}\` to be a string, got ${show(value)}`, site);
+  return value;
+}
+
+export function expectFunction(name: string, value: unknown, site: ErrorSite = {}): (...args: never[]) => unknown {
+  if (typeof value !== 'function') throw new InvalidArgumentError(`Expected \`${name}\` to be a function, got ${show(value)}`, site);
+  return value as (...args: never[]) => unknown;
+}
+
+export function expectObject(name: string, value: unknown, site: ErrorSite = {}): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError(`Expected \`${name}\` to be an options object, got ${show(value)}`, site);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Throws on keys not in `allowed`: a typo in an option name should not pass silently. */
+export function expectKnownKeys(name: string, obj: Record<string, unknown>, allowed: readonly string[], site: ErrorSite = {}): void {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.includes(key)) {
+      throw new InvalidArgumentError(`Unknown option \`${name}.${key}\`; expected one of ${allowed.map((k) => `\`${k}\``).join(', ')}`, site);
+    }
+  }
+}
+
+export function expectAligned(name: string, value: number, alignment: number, site: ErrorSite = {}): number {
+  if (value % alignment !== 0) {
+    throw new InvalidArgumentError(`Expected \`${name}\` to be a multiple of ${alignment} bytes (WebGPU copies are ${alignment}-byte aligned), got ${value}`, site);
+  }
+  return value;
+}
+
+export { show as showValue };

@@ -1,0 +1,19 @@
+/**
+ * Test fixture: a real WebGPU context on Dawn (SwiftShader's Vulkan driver when there is no GPU),
+ * every GPU error captured, and cleanup of what a test made.
+ */
+import { existsSync } from 'node:fs';
+import { createNodeContext, type Context, type ContextOptions } from '../src/node.js';
+
+const SWIFTSHADER = '/usr/lib/chromium/vk_swiftshader_icd.json';
+if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER)) process.env.VK_ICD_FILENAMES = SWIFTSHADER;
+
+/** A fresh context with an uncaptured-error trap; `errors` collects anything WebGPU reported. */
+export async function gpuContext(options: Omit<ContextOptions, 'gpu' | 'device' | 'keepAlive'> = {}): Promise<Context & { errors: string[] }> {
+  const ctx = (await createNodeContext(options)) as Context & { errors: string[] };
+  ctx.errors = [];
+  ctx.device.addEventListener('uncapturederror', (e) => ctx.errors.push((e as GPUUncapturedErrorEvent).error.message));
+  return ctx;
+}
+
+export { rng, randomSeed, firstMismatch, vectorAddRef, sleepRef } from '../bench/reference.js';
