@@ -172,7 +172,14 @@ export async function serveDir(dir: string, options: ServeOptions = {}): Promise
       file = join(file, 'index.html');
       stat = statOrNull(file);
     }
-    if (!stat?.isFile()) return send(req, res, 404, `not found: ${path}\n`, path);
+    if (!stat?.isFile()) {
+      // Browsers ask for a favicon on their own; its absence is not the page's error.
+      if (path === '/favicon.ico') {
+        res.writeHead(204, commonHeaders);
+        return void res.end();
+      }
+      return send(req, res, 404, `not found: ${path}\n`, path);
+    }
 
     res.writeHead(200, {
       'Content-Type': mimeType(file),

@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import type { Page } from 'puppeteer-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeAdapter, findChrome, launchChrome, readAdapter, type LaunchedChrome, type PageAdapter } from '../../bench/browser.ts';
-import { serveDir, type StaticServer } from '../../bench/serve.ts';
+import { describeAdapter, findChrome, launchChrome, readAdapter, type LaunchedChrome, type PageAdapter } from '../../bench/browser';
+import { serveDir, type StaticServer } from '../../bench/serve';
 
 const fixtureRoot = fileURLToPath(new URL('./fixture/', import.meta.url));
 

@@ -1,0 +1,139 @@
+/**
+ * `npm run bench:node`: the benchmark suite on Dawn (the `webgpu` npm package), no browser.
+ *
+ * Built into one ESM file (dist/cli/bench-node.mjs) whose only runtime import besides node:
+ * builtins is `webgpu`, so it runs on a GPU machine without npm: `source .gpu/env.sh && node
+ * dist/cli/bench-node.mjs` (see ../shared/gpu/README.md).
+ *
+ * Without a Vulkan driver choice in the environment and with no NVIDIA driver installed, it uses
+ * SwiftShader's Vulkan driver from Debian's chromium package. Prints a progress line per scenario,
+ * the table and verdicts, writes `<out>/<date>-<adapter>-node.json` and `...-trace.json`, and exits
+ * 1 when a scenario fails its check (2 on bad usage).
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { createNodeContext } from '../src/node';
+import { deviceReport } from './device';
+import {
+  formatReport,
+  gitCommit,
+  parseCliArgs,
+  runPassed,
+  usage,
+  validateSuiteResult,
+  writeResultFiles,
+  describeDevice,
+  isSoftwareDevice,
+  SOFTWARE_WARNING,
+  type CliOptions,
+} from './report';
+import type { SuiteResult } from './schema';
+import { runSuite } from './suite';
+
+/** SwiftShader's Vulkan driver, shipped in Debian's chromium package. */
+export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const ICD_DIRS = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d', '/usr/local/nvidia/share/vulkan/icd.d'];
+
+/** True when an NVIDIA Vulkan driver manifest is installed in one of the loader's usual places. */
+export function hasNvidiaIcd(): boolean {
+  for (const dir of ICD_DIRS) {
+    try {
+      if (readdirSync(dir).some((f) => /nvidia/i.test(f) && f.endsWith('.json'))) return true;
+    } catch {
+      // no such directory
+    }
+  }
+  return false;
+}
+
+/**
+ * Points the Vulkan loader at SwiftShader when nothing chose a driver (VK_ICD_FILENAMES and
+ * VK_DRIVER_FILES unset), SwiftShader is installed, and there is no NVIDIA driver to prefer.
+ * Must run before the first `create()` of the webgpu package. Returns a note for the report.
+ */
+export function chooseVulkanDriver(env: NodeJS.ProcessEnv = process.env): string {
+  const chosen = env['VK_ICD_FILENAMES'] ?? env['VK_DRIVER_FILES'];
+  if (chosen) return `VK_ICD_FILENAMES/VK_DRIVER_FILES from the environment: ${chosen}`;
+  if (hasNvidiaIcd()) return 'system Vulkan drivers (an NVIDIA driver is installed)';
+  if (existsSync(SWIFTSHADER_ICD)) {
+    env['VK_ICD_FILENAMES'] = SWIFTSHADER_ICD;
+    return `SwiftShader (set VK_ICD_FILENAMES=${SWIFTSHADER_ICD})`;
+  }
+  return 'system Vulkan drivers (no SwiftShader found at ' + SWIFTSHADER_ICD + ')';
+}
+
+const elapsed = (t0: number) => `${((performance.now() - t0) / 1000).toFixed(1).padStart(6)}s`;
+
+export async function main(argv: string[]): Promise<number> {
+  let opts: CliOptions;
+  try {
+    opts = parseCliArgs(argv);
+    if (opts.gpu) throw new TypeError('`--gpu` is for the Chromium runner (npm run bench); Dawn uses the GPU it finds');
+    if (opts.page) throw new TypeError('`--page` is for the Chromium runner (npm run bench)');
+  } catch (e) {
+    console.error(`bench:node: ${(e as Error).message}\n\n${usage('npm run bench:node --', 'node')}`);
+    return 2;
+  }
+  if (opts.help) {
+    console.log(usage('npm run bench:node --', 'node'));
+    return 0;
+  }
+  const t0 = performance.now();
+  const driver = chooseVulkanDriver();
+  console.log(`bench:node: Node ${process.version}, Vulkan: ${driver}`);
+
+  let timer: NodeJS.Timeout | undefined;
+  if (opts.timeoutMin !== undefined) {
+    const ms = opts.timeoutMin * 60_000;
+    timer = setTimeout(() => {
+      console.error(`\nbench:node: FAILED: no result after ${opts.timeoutMin} min`);
+      process.exit(1);
+    }, ms);
+    timer.unref();
+  }
+
+  const ctx = await createNodeContext({ trace: true });
+  try {
+    const device = await deviceReport(ctx, 'node');
+    console.log(`bench:node: adapter: ${describeDevice(device)}`);
+    if (isSoftwareDevice(device)) console.warn(`bench:node: ${SOFTWARE_WARNING}`);
+
+    let last = '';
+    const suite = await runSuite(ctx, {
+      quick: opts.quick,
+      ...(opts.scenarios ? { only: opts.scenarios } : {}),
+      progress: (message, fraction) => {
+        const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}% `.padStart(5)}${message}`;
+        if (line === last) return;
+        last = line;
+        console.log(`${elapsed(t0)} [bench] ${line}`);
+      },
+    });
+    const result: SuiteResult = {
+      ...suite,
+      commit: suite.commit ?? gitCommit(),
+      device: {
+        ...device,
+        ...suite.device,
+        runner: 'node',
+        notes: { ...device.notes, ...suite.device?.notes, node: process.version, vulkan: driver },
+      },
+    };
+    const problems = validateSuiteResult(result);
+    const files = writeResultFiles(result, opts.out);
+    console.log(formatReport(result, files, problems));
+    console.log(`bench:node: done in ${elapsed(t0).trim()}`);
+    return runPassed(result, problems) ? 0 : 1;
+  } finally {
+    clearTimeout(timer);
+    ctx.destroy();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  // Exit explicitly: Dawn's instance may keep the event loop alive.
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error('\nbench:node: FAILED:', e);
+    process.exit(1);
+  },
+);
