@@ -34,6 +34,7 @@ interface E2EResult {
   detail: string;
   adapter: unknown;
   seed: number;
+  checks: string[];
 }
 
 describe.skipIf(missing !== null)('library in headless Chromium', () => {
@@ -85,8 +86,8 @@ describe.skipIf(missing !== null)('library in headless Chromium', () => {
       throw new Error(`the fixture did not finish (seed ${seed}): ${(e as Error).message}${pageLog()}`);
     }
     const result = (await page.evaluate('window.__e2e')) as E2EResult;
-    console.log(`[e2e] ${result.detail}`);
-    expect(result.ok, `fixture failed (seed ${seed}): ${result.detail}${pageLog()}`).toBe(true);
+    console.log(`[e2e] ${result.detail}\n  ${result.checks.join('\n  ')}`);
+    expect(result.ok, `fixture failed (seed ${seed}; rerun the page with ?seed=${seed}): ${result.detail}${pageLog()}`).toBe(true);
     expect(result.adapter).toBeTruthy();
     expect(logs.filter((l) => l.startsWith('[pageerror]')), pageLog()).toEqual([]);
   });
