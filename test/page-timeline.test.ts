@@ -9,8 +9,6 @@ import {
   layoutLanes,
   niceStep,
   spanRect,
-  suiteToChromeTrace,
-  toChromeTrace,
 } from '../bench/page/timeline';
 import { fmtMiB, fmtPercent, fmtSpeedup } from '../bench/page/table';
 
@@ -141,36 +139,6 @@ describe('geometry and hit testing', () => {
     expect(hitTest(layout, geom, view, r.x + r.w / 2, r.y + r.h / 2)?.span.name).toBe('k');
     expect(hitTest(layout, geom, view, geom.plotX + 0.1 * geom.plotW, r.y + r.h / 2)).toBeUndefined();
     expect(hitTest(layout, geom, view, r.x + 2, 2)).toBeUndefined();
-  });
-});
-
-describe('toChromeTrace', () => {
-  it('emits one X event per span and thread names by lane index', () => {
-    const spans = [span('s0', 1, 1.5, 'upload', 'H2D'), span('host', 0.5, 2, 'fill', 'fill'), { ...span('s0', 2, 3), estimated: true }];
-    const t = toChromeTrace(spans);
-    const x = t.traceEvents.filter((e) => e.ph === 'X');
-    expect(x).toHaveLength(3);
-    expect(x[0]).toEqual({ name: 'H2D', cat: 'upload', ph: 'X', ts: 1000, dur: 500, pid: 1, tid: 1 });
-    expect(x[1]).toMatchObject({ name: 'fill', cat: 'fill', tid: 0, ts: 500, dur: 1500 });
-    expect(x[2]!.args).toEqual({ estimated: true });
-    const names = t.traceEvents.filter((e) => e.name === 'thread_name').map((e) => [e.tid, e.args?.name]);
-    expect(names).toEqual([
-      [0, 'host'],
-      [1, 's0'],
-    ]);
-    expect(JSON.parse(JSON.stringify(t))).toEqual(t);
-  });
-
-  it('gives each scenario its own process in a suite trace', () => {
-    const t = suiteToChromeTrace([
-      { title: 'A', trace: [span('s0', 0, 1)] },
-      { title: 'B', trace: [span('s0', 0, 1), span('s1', 1, 2)] },
-    ]);
-    expect(t.traceEvents.filter((e) => e.name === 'process_name').map((e) => [e.pid, e.args?.name])).toEqual([
-      [1, 'A'],
-      [2, 'B'],
-    ]);
-    expect(t.traceEvents.filter((e) => e.ph === 'X').map((e) => e.pid)).toEqual([1, 2, 2]);
   });
 });
 

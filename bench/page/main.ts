@@ -15,7 +15,7 @@
  */
 import type { DeviceReport, Progress, ScenarioResult, SuiteResult } from '../schema';
 import { deviceKind, renderScenario } from './table';
-import { TimelineView, formatDuration, laneOrder, suiteToChromeTrace, toChromeTrace } from './timeline';
+import { TimelineView, formatDuration, laneOrder } from './timeline';
 
 export interface BenchState {
   state: 'idle' | 'running' | 'done' | 'error';
@@ -162,7 +162,7 @@ function renderDevice(d: DeviceReport, mock: boolean): void {
     ['runner', d.runner],
     ['browser', browserName(d.userAgent)],
   ];
-  for (const [k, v] of Object.entries(d.notes ?? {})) rows.push([k, v]);
+  for (const [k, v] of Object.entries(d.notes ?? {})) rows.push([k.replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase(), v]);
   ui.device.replaceChildren();
   for (const [k, v, cls] of rows) {
     const dt = document.createElement('dt');
@@ -301,11 +301,27 @@ function fileStem(r: SuiteResult): string {
   return `webgpu-streams-${dev}-${r.date.replace(/[:.]/g, '-').slice(0, 19)}`;
 }
 
-ui.dlJson.addEventListener('click', () => current && download(`${fileStem(current)}.json`, current));
-ui.dlTraceAll.addEventListener('click', () => current && download(`${fileStem(current)}-trace.json`, suiteToChromeTrace(current.scenarios)));
-ui.dlTrace.addEventListener('click', () => {
+/** Chrome Trace Event JSON via bench/report.ts (shared with the Node runners), loaded on first use. */
+async function chromeTrace(result: SuiteResult): Promise<unknown> {
+  const { toChromeTrace } = await import('../report');
+  return toChromeTrace(result);
+}
+
+function onDownload(button: HTMLButtonElement, make: () => Promise<[string, unknown] | undefined>): void {
+  button.addEventListener('click', () => {
+    make().then(
+      (file) => file && download(file[0], file[1]),
+      (e: unknown) => showNotice('error', `download failed: ${errorMessage(e)}`),
+    );
+  });
+}
+
+onDownload(ui.dlJson, async () => current && [`${fileStem(current)}.json`, current]);
+onDownload(ui.dlTraceAll, async () => current && [`${fileStem(current)}-trace.json`, await chromeTrace(current)]);
+onDownload(ui.dlTrace, async () => {
   const s = current?.scenarios.find((x) => x.id === selectedTrace);
-  if (current && s) download(`${fileStem(current)}-${s.id}-trace.json`, toChromeTrace(s.trace, { processName: s.title }));
+  if (!current || !s) return undefined;
+  return [`${fileStem(current)}-${s.id}-trace.json`, await chromeTrace({ ...current, scenarios: [s], ok: s.verification.ok })];
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -339,6 +355,7 @@ async function report(body: unknown): Promise<void> {
 }
 
 function errorMessage(e: unknown): string {
+  if (e instanceof WebGpuUnavailable) return e.message;
   if (e instanceof Error) return e.name && e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message;
   return String(e);
 }

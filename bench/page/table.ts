@@ -65,7 +65,7 @@ function num(text: string, cls = ''): HTMLTableCellElement {
   return el('td', { class: `num ${cls}`.trim(), text });
 }
 
-const COLUMNS: { label: string; title?: string }[] = [
+const COLUMNS: { label: string; title?: string; class?: string }[] = [
   { label: 'variant' },
   { label: 'median ms', title: 'median of the repeats (min–max), warm-up excluded' },
   { label: 'ideal ms', title: 'what perfect overlap would give, from the measured parts' },
@@ -73,7 +73,7 @@ const COLUMNS: { label: string; title?: string }[] = [
   { label: 'efficiency', title: '(t_base − t) / (t_base − t_ideal): share of the possible gain achieved' },
   { label: 'memory MiB', title: 'peak device memory held by this variant' },
   { label: 'GB/s', title: 'throughput, 1e9 bytes per second' },
-  { label: 'verified', title: 'checked against a CPU reference' },
+  { label: 'verified', title: 'checked against a CPU reference (hover the mark for what was checked)', class: 'center' },
 ];
 
 /** One scenario's section: heading, parameters, table, verdicts. */
@@ -105,7 +105,9 @@ export function renderScenario(r: ScenarioResult, description?: string): HTMLEle
   const showExtra = r.variants.some((v) => v.extra && Object.keys(v.extra).length);
   const table = el('table', { class: 'results' });
   const headRow = el('tr');
-  for (const c of COLUMNS) headRow.append(el('th', { text: c.label, ...(c.title ? { title: c.title } : {}) }));
+  for (const c of COLUMNS) {
+    headRow.append(el('th', { text: c.label, ...(c.title ? { title: c.title } : {}), ...(c.class ? { class: c.class } : {}) }));
+  }
   if (showExtra) headRow.append(el('th', { text: 'notes', class: 'notes' }));
   table.append(el('thead', {}, headRow));
 

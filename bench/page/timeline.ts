@@ -1,10 +1,11 @@
 /**
  * The timeline: one lane per stream plus a 'host' lane, ops coloured by kind, a time axis in ms,
  * hatching for estimated spans, a legend and a hover tooltip (Nsight Systems' view of the classic
- * CUDA overlap write-ups). The layout, axis and Chrome-trace conversion are pure functions (tested
- * in test/page-timeline.test.ts); {@link TimelineView} only draws them on a canvas.
+ * CUDA overlap write-ups). Layout, axis and hit testing are pure functions (tested in
+ * test/page-timeline.test.ts); {@link TimelineView} only draws them on a canvas. The Chrome Trace
+ * Event export is bench/report.ts's `toChromeTrace`, shared with the Node runners.
  */
-import type { ScenarioResult, Span } from '../schema';
+import type { Span } from '../schema';
 
 export type SpanKind = Span['kind'];
 
@@ -162,74 +163,6 @@ export function formatDuration(ms: number): string {
   if (a < 10) return ms.toFixed(2);
   if (a < 100) return ms.toFixed(1);
   return ms.toFixed(0);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Chrome Trace Event export (opens in Perfetto and chrome://tracing)
-// ---------------------------------------------------------------------------------------------
-
-export interface ChromeTraceEvent {
-  name: string;
-  cat?: string;
-  ph: 'X' | 'M';
-  /** Microseconds. */
-  ts?: number;
-  dur?: number;
-  pid: number;
-  tid: number;
-  args?: Record<string, string | number | boolean>;
-}
-
-export interface ChromeTrace {
-  traceEvents: ChromeTraceEvent[];
-  displayTimeUnit: 'ms';
-}
-
-/**
- * Spans -> Chrome Trace Event JSON: one complete ('X') event per span with `cat` = kind,
- * `ts`/`dur` in µs, `tid` = the lane's index in {@link laneOrder} (host is 0 when present), plus
- * `thread_name` / `thread_sort_index` metadata so each lane shows under its stream label.
- *
- * @example
- * const blob = new Blob([JSON.stringify(toChromeTrace(result.trace))], { type: 'application/json' });
- */
-export function toChromeTrace(
-  spans: readonly Span[],
-  opts: { pid?: number; processName?: string } = {},
-): ChromeTrace {
-  const pid = opts.pid ?? 1;
-  const lanes = laneOrder(spans);
-  const tid = new Map(lanes.map((l, i) => [l, i]));
-  const traceEvents: ChromeTraceEvent[] = [];
-  if (opts.processName !== undefined) {
-    traceEvents.push({ name: 'process_name', ph: 'M', pid, tid: 0, args: { name: opts.processName } });
-  }
-  lanes.forEach((lane, i) => {
-    traceEvents.push({ name: 'thread_name', ph: 'M', pid, tid: i, args: { name: lane } });
-    traceEvents.push({ name: 'thread_sort_index', ph: 'M', pid, tid: i, args: { sort_index: i } });
-  });
-  for (const s of spans) {
-    const ev: ChromeTraceEvent = {
-      name: s.name,
-      cat: s.kind,
-      ph: 'X',
-      ts: s.start * 1000,
-      dur: Math.max(0, s.end - s.start) * 1000,
-      pid,
-      tid: tid.get(s.lane) ?? 0,
-    };
-    if (s.estimated) ev.args = { estimated: true };
-    traceEvents.push(ev);
-  }
-  return { traceEvents, displayTimeUnit: 'ms' };
-}
-
-/** Every scenario's trace in one file, one process per scenario (named by its title). */
-export function suiteToChromeTrace(scenarios: readonly Pick<ScenarioResult, 'title' | 'trace'>[]): ChromeTrace {
-  const traceEvents = scenarios.flatMap(
-    (s, i) => toChromeTrace(s.trace, { pid: i + 1, processName: s.title }).traceEvents,
-  );
-  return { traceEvents, displayTimeUnit: 'ms' };
 }
 
 // ---------------------------------------------------------------------------------------------
