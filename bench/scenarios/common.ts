@@ -1,0 +1,339 @@
+/**
+ * What the scenarios share: the scenario shape, sleep-kernel calibration, GPU/wall timing of a
+ * stream's work, sampled verification against the CPU references, trace capture and number
+ * formatting. No DOM, no Node imports: the page, headless Chromium and Node/Dawn all run this.
+ */
+import type { Progress, ScenarioResult, Span, Variant } from '../schema';
+import type { Context, Stream, DeviceBuffer, GpuEvent } from '../../src/index';
+import { WORKGROUP_SIZE, dispatchSize, type Tolerance } from '../reference';
+import { median } from '../stats';
+
+/** Options every scenario takes. */
+export interface ScenarioOptions {
+  /** Tiny sizes and few repeats (CI on SwiftShader). */
+  quick: boolean;
+  progress?: Progress;
+}
+
+/** One benchmark scenario: a plain async function of a context and options. */
+export interface Scenario<P extends object = Record<string, never>> {
+  id: string;
+  title: string;
+  description: string;
+  /** `params` overrides the quick/full defaults (tests use it to shrink sizes further). */
+  run(ctx: Context, opts: ScenarioOptions & { params?: Partial<P> }): Promise<ScenarioResult>;
+}
+
+/** WebGPU flag values as numbers (the globals do not exist in Node unless installed). */
+export const Usage = {
+  MAP_READ: 0x0001,
+  MAP_WRITE: 0x0002,
+  COPY_SRC: 0x0004,
+  COPY_DST: 0x0008,
+  STORAGE: 0x0080,
+} as const;
+export const MapFlag = { READ: 0x0001, WRITE: 0x0002 } as const;
+
+export const MiB = 1024 * 1024;
+
+/** Workgroup grid of a built-in kernel over `n` elements. */
+export function grid(n: number, kernel: keyof typeof WORKGROUP_SIZE): [number, number] {
+  return dispatchSize(n, WORKGROUP_SIZE[kernel]);
+}
+
+/** `1.23 ms`, `45.6 ms`, `0.012 ms`. */
+export function ms(x: number): string {
+  if (!Number.isFinite(x)) return `${x} ms`;
+  const a = Math.abs(x);
+  return `${a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : a >= 0.1 ? x.toFixed(2) : x.toFixed(3)} ms`;
+}
+
+/** `2.5x` */
+export function times(x: number): string {
+  return `${x >= 10 ? x.toFixed(1) : x.toFixed(2)}x`;
+}
+
+/** `12.3 GB/s` */
+export function gbs(x: number): string {
+  return `${x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)} GB/s`;
+}
+
+/** `4 MiB`, `256 KiB`, `1.5 MiB` */
+export function bytesText(b: number): string {
+  if (b >= MiB) return `${+(b / MiB).toFixed(2)} MiB`;
+  if (b >= 1024) return `${+(b / 1024).toFixed(2)} KiB`;
+  return `${b} B`;
+}
+
+/** Rounds a number for the result JSON (3 significant decimals are plenty for ms and GB/s). */
+export function round(x: number, digits = 4): number {
+  if (!Number.isFinite(x)) return x;
+  const p = 10 ** digits;
+  return Math.round(x * p) / p;
+}
+
+/** Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). */
+export function compare(variants: Variant[]): Variant[] {
+  for (const v of variants) {
+    if (!v.baseline) continue;
+    const base = variants.find((b) => b.name === v.baseline);
+    if (!base) continue;
+    const tb = base.time.median;
+    const t = v.time.median;
+    v.speedup = round(tb / t);
+    const ideal = v.ideal;
+    // Efficiency is meaningful only where the baseline is clearly slower than the ideal.
+    if (ideal !== null && tb - ideal > 0.03 * tb) v.efficiency = round((tb - t) / (tb - ideal));
+  }
+  return variants;
+}
+
+/** Measures GPU time of work enqueued on one stream: timestamps via timing events when the device has them, else wall time. */
+export class StreamTimer {
+  readonly gpu: boolean;
+  #begin: GpuEvent | null = null;
+  #end: GpuEvent | null = null;
+
+  constructor(
+    readonly ctx: Context,
+    readonly stream: Stream,
+  ) {
+    this.gpu = ctx.features.timestampQuery;
+    if (this.gpu) {
+      this.#begin = ctx.createEvent({ timing: true, label: `${stream.label}.t0` });
+      this.#end = ctx.createEvent({ timing: true, label: `${stream.label}.t1` });
+    }
+  }
+
+  /** Runs `enqueue` on the stream, waits for it, returns ms (GPU timestamps, or wall time). */
+  async time(enqueue: () => void): Promise<number> {
+    const t0 = performance.now();
+    if (this.#begin) this.stream.record(this.#begin);
+    enqueue();
+    if (this.#end) this.stream.record(this.#end);
+    await this.stream.synchronize();
+    const wall = performance.now() - t0;
+    if (this.#begin && this.#end) return this.#begin.elapsedTime(this.#end);
+    return wall;
+  }
+}
+
+/** Result of {@link calibrateSleep}. */
+export interface SleepCalibration {
+  /** `iterations` override for `sleep.wgsl` that takes about `targetMs` on `elements` elements. */
+  iterations: number;
+  /** Measured time at `iterations`, ms. */
+  ms: number;
+  elements: number;
+  targetMs: number;
+  method: 'timestamps' | 'wall';
+  /** Iterations per ms at this grid size (the kernel is linear in iterations). */
+  perMs: number;
+}
+
+/**
+ * Finds the `iterations` of the sleep kernel that make one launch over `elements` u32 take about
+ * `targetMs`, against GPU timestamps when the device has them (else wall time minus a measured
+ * round trip). The kernel's cost is linear in `iterations`, so a few scaling steps converge.
+ */
+export async function calibrateSleep(
+  ctx: Context,
+  opts: { elements: number; targetMs: number; maxIterations?: number; label?: string },
+): Promise<SleepCalibration> {
+  const { elements, targetMs } = opts;
+  const maxIterations = opts.maxIterations ?? 1 << 24;
+  const stream = ctx.createStream({ label: opts.label ?? 'calibrate' });
+  const buf = ctx.alloc(elements * 4, { label: 'calibrate.data' });
+  const timer = new StreamTimer(ctx, stream);
+  const [x, y] = grid(elements, 'sleep');
+  const run = (iterations: number): Promise<number> =>
+    timer.time(() => stream.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [x, y], constants: { iterations } }));
+  try {
+    // Round trip of a near-empty launch: subtracted from wall times.
+    let overhead = 0;
+    if (!timer.gpu) {
+      await run(1);
+      overhead = median([await run(1), await run(1), await run(1)]);
+    }
+    const sample = async (it: number): Promise<number> => {
+      await run(it); // first use of these constants compiles a pipeline
+      const t = median([await run(it), await run(it), await run(it)]);
+      return Math.max(t - overhead, 1e-3);
+    };
+    let iterations = 64;
+    let t = await sample(iterations);
+    for (let step = 0; step < 8; step++) {
+      if (t >= targetMs * 0.9 && t <= targetMs * 1.1) break;
+      // Grow fast while the kernel is too short to time well, then scale linearly.
+      const factor = t < targetMs / 20 ? 16 : targetMs / t;
+      const next = Math.max(1, Math.min(maxIterations, Math.round(iterations * factor)));
+      if (next === iterations) break;
+      iterations = next;
+      t = await sample(iterations);
+    }
+    return {
+      iterations,
+      ms: t,
+      elements,
+      targetMs,
+      method: timer.gpu ? 'timestamps' : 'wall',
+      perMs: iterations / t,
+    };
+  } finally {
+    buf.destroy();
+    stream.destroy();
+  }
+}
+
+/** Round trip of a 4-byte copy on a stream (submit + completion), median of a few, ms. */
+export async function roundTrip(ctx: Context, stream: Stream, scratch: DeviceBuffer, n = 5): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < n + 1; i++) {
+    const t0 = performance.now();
+    stream.copy(scratch, scratch, { srcOffset: 0, dstOffset: 4, size: 4 });
+    await stream.synchronize();
+    if (i > 0) samples.push(performance.now() - t0);
+  }
+  return median(samples);
+}
+
+/** Outcome of one check. */
+export interface Check {
+  ok: boolean;
+  detail: string;
+  mismatch?: string;
+}
+
+/** Element budget for CPU reference work per check: above it, a deterministic sample is checked. */
+const CPU_BUDGET = 4e7;
+
+/**
+ * Compares `actual[i]` with `expectedAt(i)` for i < n. When the CPU reference would cost more
+ * than a budget (`n * costPerElement` steps), checks a deterministic sample: the first and last
+ * 1024 elements and an even stride through the rest, and says so.
+ */
+export function checkElementwise(
+  what: string,
+  actual: ArrayLike<number>,
+  n: number,
+  expectedAt: (i: number) => number,
+  opts: { costPerElement?: number; tol?: Tolerance } = {},
+): Check {
+  if (actual.length !== n) return { ok: false, detail: what, mismatch: `${what}: length ${actual.length}, want ${n}` };
+  const cost = Math.max(1, opts.costPerElement ?? 1);
+  const maxChecked = Math.max(4096, Math.floor(CPU_BUDGET / cost));
+  const sampled = n > maxChecked;
+  const stride = sampled ? Math.ceil((n - 2048) / (maxChecked - 2048)) : 1;
+  let checked = 0;
+  let bad = 0;
+  let first = '';
+  const check = (i: number): void => {
+    checked++;
+    const want = expectedAt(i);
+    const got = actual[i]!;
+    if (!matches(got, want, opts.tol)) {
+      if (!bad) first = `index ${i}: got ${got}, want ${want}`;
+      bad++;
+    }
+  };
+  if (!sampled) for (let i = 0; i < n; i++) check(i);
+  else {
+    for (let i = 0; i < 1024; i++) check(i);
+    for (let i = 1024; i < n - 1024; i += stride) check(i);
+    for (let i = n - 1024; i < n; i++) check(i);
+  }
+  const detail = `${what}${sampled ? ` (${checked} of ${n} elements sampled)` : ''}`;
+  return bad ? { ok: false, detail, mismatch: `${what}: ${first} [${bad} of ${checked} checked differ]` } : { ok: true, detail };
+}
+
+function matches(got: number, want: number, tol: Tolerance | undefined): boolean {
+  if (Number.isNaN(want) || Number.isNaN(got)) return Number.isNaN(want) && Number.isNaN(got);
+  if (got === want) return true;
+  if (!tol) return false;
+  return Math.abs(got - want) <= Math.max(tol.abs, tol.rel * Math.abs(want));
+}
+
+/** Exact comparison of two byte ranges; reports the first differing byte. */
+export function checkBytes(what: string, actual: Uint8Array, expected: Uint8Array): Check {
+  if (actual.length !== expected.length) return { ok: false, detail: what, mismatch: `${what}: length ${actual.length}, want ${expected.length}` };
+  // Compare 32 bits at a time where aligned (fast on 64 MiB), then find the byte.
+  const words = actual.byteOffset % 4 === 0 && expected.byteOffset % 4 === 0 ? actual.length >>> 2 : 0;
+  const a32 = new Uint32Array(actual.buffer, actual.byteOffset, words);
+  const e32 = new Uint32Array(expected.buffer, expected.byteOffset, words);
+  let from = words * 4;
+  for (let i = 0; i < words; i++) {
+    if (a32[i] !== e32[i]) {
+      from = i * 4;
+      break;
+    }
+  }
+  for (let i = from; i < actual.length; i++) {
+    if (actual[i] !== expected[i]) return { ok: false, detail: what, mismatch: `${what}: byte ${i}: got ${actual[i]}, want ${expected[i]}` };
+  }
+  return { ok: true, detail: what };
+}
+
+/** Folds checks into the scenario's verification. */
+export function verification(seed: number, checks: Check[]): ScenarioResult['verification'] {
+  const failed = checks.filter((c) => !c.ok);
+  const detail = `${checks.map((c) => c.detail).join('; ')} (seed ${seed})`;
+  return failed.length
+    ? { ok: false, detail, mismatch: failed.map((c) => c.mismatch ?? c.detail).join('; ') }
+    : { ok: true, detail };
+}
+
+/**
+ * Collects the trace of one representative repeat: the library's op spans from `ctx.trace`
+ * (when the context traces) recorded while `fn` runs, plus host spans the scenario adds itself.
+ */
+export class TraceRecorder {
+  readonly spans: Span[] = [];
+  #active = false;
+  constructor(readonly ctx: Context) {}
+
+  /** Runs `fn` and keeps the spans it produced. Pass `keep = false` to run without recording. */
+  async record<T>(fn: () => Promise<T>, keep = true): Promise<T> {
+    if (!keep) return fn();
+    const from = performance.now();
+    this.#active = true;
+    try {
+      return await fn();
+    } finally {
+      this.#active = false;
+      await this.ctx.synchronize().catch(() => undefined);
+      this.spans.push(...librarySpans(this.ctx, from));
+    }
+  }
+
+  /** A host span (fill, read, wait) while recording. */
+  host(kind: Span['kind'], name: string, start: number, end: number = performance.now(), lane = 'host'): void {
+    if (this.#active) this.spans.push({ lane, kind, name, start, end });
+  }
+
+  /** Times a synchronous host step and records it as a span. */
+  hostStep<T>(kind: Span['kind'], name: string, fn: () => T, lane = 'host'): T {
+    const t0 = performance.now();
+    const r = fn();
+    this.host(kind, name, t0, performance.now(), lane);
+    return r;
+  }
+
+  /** Spans sorted by start, times relative to nothing (absolute performance.now() ms). */
+  result(): Span[] {
+    return [...this.spans].sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
+  }
+}
+
+/** The library's trace spans that started at or after `from` (ms), as schema spans. */
+export function librarySpans(ctx: Context, from: number): Span[] {
+  const t = ctx.trace as Context['trace'] | null | undefined;
+  if (!t) return [];
+  return t.spans(from).map(({ lane, kind, name, start, end, estimated }) => ({
+    lane,
+    kind,
+    name,
+    start,
+    end,
+    ...(estimated ? { estimated: true } : {}),
+  }));
+}

@@ -1,0 +1,450 @@
+/**
+ * Scenario 5: priorities, host callbacks and event timing (references 003 and 004).
+ * - Priorities: a low-priority stream queues M sleep kernels; then one urgent kernel goes to a
+ *   second stream, at equal priority and at the highest priority. A context on the same device with
+ *   one submit in flight and one op per submit keeps the queued work on the host, where the
+ *   scheduler picks the highest-priority ready op for each submit. The submission order (from the
+ *   trace) and the urgent kernel's latency show whether it overtook. CUDA on an L20: high-priority
+ *   stream 2.40 ms vs low 5.62 ms.
+ * - Host callbacks: a prefetch pipeline in which `hostFn` callbacks hand each next batch to the GPU
+ *   (fill its pinned buffer, enqueue its upload, kernel and download) while the current batch
+ *   computes, vs the same batches one after the other.
+ * - Event timing: `elapsedTime` between timing events around calibrated sleep kernels, against the
+ *   same kernels timed with raw WebGPU timestamp queries.
+ */
+import type { ScenarioResult, Span, Variant } from '../schema';
+import { createContext, builtinShaders, EventTimingError } from '../../src/index';
+import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
+import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng, sleepStep } from '../reference';
+import { measure, median, timing } from '../stats';
+import {
+  type Check,
+  type Scenario,
+  MapFlag,
+  TraceRecorder,
+  Usage,
+  bytesText,
+  calibrateSleep,
+  checkElementwise,
+  compare,
+  grid,
+  ms,
+  round,
+  times,
+  verification,
+} from './common';
+
+export interface PrioritiesParams {
+  /** Low-priority kernels queued ahead of the urgent one. */
+  lowKernels: number;
+  /** Duration of each of those kernels, ms. */
+  kernelMs: number;
+  /** u32 elements of those kernels. */
+  kernelElements: number;
+  /** Batches through the prefetch pipeline. */
+  batches: number;
+  /** f32 elements per batch. */
+  batchElements: number;
+  /** computeIntensive iterations per batch element. */
+  batchIterations: number;
+  /** Sleep durations for the event-timing check, ms, comma-separated. */
+  timingMs: string;
+  warmup: number;
+  repeats: number;
+  seed: number;
+}
+
+const FULL: PrioritiesParams = {
+  lowKernels: 8,
+  kernelMs: 1,
+  kernelElements: 4096,
+  batches: 16,
+  batchElements: 1 << 20,
+  batchIterations: 64,
+  timingMs: '0.25,0.5,1,2,4',
+  warmup: 2,
+  repeats: 7,
+  seed: 0,
+};
+const QUICK: PrioritiesParams = {
+  lowKernels: 6,
+  kernelMs: 2,
+  kernelElements: 256,
+  batches: 6,
+  batchElements: 1 << 14,
+  batchIterations: 8,
+  timingMs: '1,3',
+  warmup: 1,
+  repeats: 3,
+  seed: 0,
+};
+
+export const priorities: Scenario<PrioritiesParams> = {
+  id: 'priorities',
+  title: 'Priorities, host callbacks, event timing',
+  description:
+    'A high-priority stream overtakes queued low-priority work (submission order from the trace); hostFn callbacks hand each next batch to the GPU (a prefetch pipeline) vs batches one after the other; elapsedTime against calibrated sleep kernels timed with raw timestamp queries.',
+  async run(ctx, opts) {
+    const t0 = performance.now();
+    const p: PrioritiesParams = { ...(opts.quick ? QUICK : FULL), ...opts.params };
+    const seed = p.seed || randomSeed();
+    const progress = opts.progress ?? (() => {});
+    const gen = rng(seed);
+    const checks: Check[] = [];
+    const variants: Variant[] = [];
+    const verdicts: string[] = [];
+    const spans: Span[] = [];
+    const M = { warmup: p.warmup, repeats: p.repeats };
+
+    // ---------------------------------------------------------------- priorities
+    progress('priorities: a high-priority stream vs queued low-priority work', 0);
+    const cal = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: p.kernelMs, label: 'priorities.calibrate' });
+    const pctx = await createContext({ device: ctx.device, maxSubmitsInFlight: 1, maxOpsPerSubmit: 1, trace: true, label: 'priorities' });
+    const ptrace = new TraceRecorder(pctx);
+    try {
+      const [sx, sy] = grid(p.kernelElements, 'sleep');
+      const lowBuf = pctx.alloc(p.kernelElements * 4, { label: 'low.data' });
+      const urgentBuf = pctx.alloc(p.kernelElements * 4, { label: 'urgent.data' });
+      const low = pctx.createStream({ label: 'low (priority 0)', priority: pctx.priorityRange.least });
+      const urgentEq = pctx.createStream({ label: 'urgent (priority 0)', priority: pctx.priorityRange.least });
+      const urgentHi = pctx.createStream({ label: `urgent (priority ${pctx.priorityRange.greatest})`, priority: pctx.priorityRange.greatest });
+      const sleepOn = (s: Stream, buf: DeviceBuffer): number =>
+        s.launch(pctx.kernels.sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations: cal.iterations } });
+      let urgentIn: Uint32Array = new Uint32Array(0);
+      const orderOf = new Map<string, number[]>();
+      const lowTimes = new Map<string, number[]>();
+      const runOnce = async (urgent: Stream, last: boolean): Promise<number> => {
+        urgentIn = gen.u32Array(p.kernelElements);
+        urgent.upload(urgentIn, urgentBuf);
+        await urgent.synchronize();
+        const s0 = performance.now();
+        const lowIds: number[] = [];
+        for (let i = 0; i < p.lowKernels; i++) lowIds.push(sleepOn(low, lowBuf));
+        pctx.flush(); // the first low kernel is submitted; the rest wait on the host (one submit in flight)
+        const u0 = performance.now();
+        const urgentId = sleepOn(urgent, urgentBuf);
+        let urgentMs = 0;
+        const lowDone = low.synchronize().then(() => performance.now() - s0);
+        await urgent.synchronize();
+        urgentMs = performance.now() - u0;
+        const lowMs = await lowDone;
+        const arr = lowTimes.get(urgent.label) ?? [];
+        arr.push(lowMs);
+        lowTimes.set(urgent.label, arr);
+        if (last) {
+          // Submission order: how many low kernels went out before the urgent one.
+          const batchOf = new Map(pctx.trace.records.map((r) => [r.id, r.batch]));
+          const ub = batchOf.get(urgentId) ?? -1;
+          orderOf.set(urgent.label, [lowIds.filter((id) => (batchOf.get(id) ?? Infinity) < ub).length]);
+        }
+        return urgentMs;
+      };
+      const tEq = await measure(({ last }) => ptrace.record(() => runOnce(urgentEq, last), false), M);
+      const eqBefore = orderOf.get(urgentEq.label)?.[0] ?? -1;
+      const tHi = await measure(({ last }) => ptrace.record(() => runOnce(urgentHi, last), last), M);
+      const hiBefore = orderOf.get(urgentHi.label)?.[0] ?? -1;
+      // The urgent kernel's result is right.
+      const urgentOut = new Uint32Array(p.kernelElements);
+      urgentHi.download(urgentBuf, urgentOut);
+      await urgentHi.synchronize();
+      checks.push(
+        checkElementwise(`urgent sleep(${cal.iterations}) over ${p.kernelElements} u32`, urgentOut, urgentIn.length, (i) => sleepStep(urgentIn[i]!, cal.iterations), {
+          costPerElement: cal.iterations,
+        }),
+      );
+      checks.push({
+        ok: hiBefore >= 0 && hiBefore < p.lowKernels,
+        detail: `urgent kernel at priority ${pctx.priorityRange.greatest} submitted after ${hiBefore} of ${p.lowKernels} queued low-priority kernels`,
+        mismatch: `urgent kernel at priority ${pctx.priorityRange.greatest} did not overtake: submitted after ${hiBefore} of ${p.lowKernels} low-priority kernels`,
+      });
+      const lowEq = median(lowTimes.get(urgentEq.label)!);
+      const lowHi = median(lowTimes.get(urgentHi.label)!);
+      const pv: Variant[] = [
+        {
+          name: 'urgent kernel, equal priority',
+          time: tEq,
+          ideal: null,
+          extra: { lowKernelsBefore: eqBefore, lowStreamMs: round(lowEq), kernelMs: round(cal.ms), iterations: cal.iterations },
+        },
+        {
+          name: `urgent kernel, priority ${pctx.priorityRange.greatest}`,
+          time: tHi,
+          // At best the urgent kernel waits for the one low kernel already on the GPU, then runs.
+          ideal: round(2 * cal.ms),
+          baseline: 'urgent kernel, equal priority',
+          extra: { lowKernelsBefore: hiBefore, lowStreamMs: round(lowHi), kernelMs: round(cal.ms), iterations: cal.iterations },
+        },
+      ];
+      compare(pv);
+      variants.push(...pv);
+      verdicts.push(
+        `high priority overtakes queued work: ${hiBefore >= 0 && hiBefore < eqBefore ? 'yes' : 'no'} (urgent kernel submitted after ${hiBefore} of ${p.lowKernels} queued low-priority kernels at priority ${pctx.priorityRange.greatest}, after ${eqBefore} at equal priority; latency ${ms(tHi.median)} vs ${ms(tEq.median)}, low stream ${ms(lowHi)}; CUDA on an L20: high 2.40 ms vs low 5.62 ms)`,
+      );
+      await pctx.synchronize();
+      spans.push(...ptrace.result());
+      lowBuf.destroy();
+      urgentBuf.destroy();
+    } finally {
+      pctx.destroy();
+    }
+
+    // ---------------------------------------------------------------- host callbacks: prefetch
+    progress('priorities: hostFn prefetch pipeline', 0.35);
+    const trace = new TraceRecorder(ctx);
+    {
+      const n = p.batchElements;
+      const bytes = n * 4;
+      const it = p.batchIterations;
+      const ci = ctx.kernels.computeIntensive;
+      const [gx, gy] = grid(n, 'computeIntensive');
+      const batches = Array.from({ length: p.batches }, () => gen.f32Array(n));
+      const results = Array.from({ length: p.batches }, () => new Float32Array(n));
+      const up: PinnedBuffer[] = [0, 1].map((k) => ctx.allocHost(bytes, 'upload', { label: `batch.in[${k}]` }));
+      const down: PinnedBuffer[] = [0, 1].map((k) => ctx.allocHost(bytes, 'download', { label: `batch.out[${k}]` }));
+      const din: DeviceBuffer[] = [0, 1].map((k) => ctx.alloc(bytes, { label: `batch.in[${k}]` }));
+      const dout: DeviceBuffer[] = [0, 1].map((k) => ctx.alloc(bytes, { label: `batch.out[${k}]` }));
+      const ev = (name: string): GpuEvent[] => [0, 1].map((k) => ctx.createEvent({ label: `${name}[${k}]` }));
+      const loaded = ev('loaded');
+      const used = ev('input used');
+      const consumed = ev('consumed');
+      const serialS = ctx.createStream({ label: 'serial' });
+      const load = ctx.createStream({ label: 'load' });
+      const compute = ctx.createStream({ label: 'compute' });
+      const prefetch = ctx.createStream({ label: 'prefetch (host)' });
+      try {
+        const fill = (k: number, j: number): void => {
+          const f0 = performance.now();
+          up[k]!.f32.set(batches[j]!);
+          trace.host('fill', `batch ${j}`, f0);
+        };
+        const consume = (k: number, j: number): void => {
+          const r0 = performance.now();
+          results[j]!.set(down[k]!.f32);
+          trace.host('read', `batch ${j}`, r0);
+        };
+        const fills: number[] = [];
+        const gpus: number[] = [];
+        const reads: number[] = [];
+        const runSerial = async (): Promise<void> => {
+          for (let j = 0; j < p.batches; j++) {
+            await up[0]!.ready();
+            const a = performance.now();
+            fill(0, j);
+            const b = performance.now();
+            serialS.upload(up[0]!, din[0]!);
+            serialS.launch(ci, { bindings: [din[0]!, dout[0]!], workgroups: [gx, gy], constants: { iterations: it } });
+            serialS.download(dout[0]!, down[0]!);
+            await serialS.synchronize();
+            const c = performance.now();
+            consume(0, j);
+            const d = performance.now();
+            fills.push(b - a);
+            gpus.push(c - b);
+            reads.push(d - c);
+          }
+        };
+        /** Hands batch j to the GPU; its own callback later hands over batch j + 1. */
+        const enqueueBatch = async (j: number, finished: () => void): Promise<void> => {
+          const k = j % 2;
+          await up[k]!.ready();
+          fill(k, j);
+          if (j >= 2) load.waitEvent(used[k]!); // din[k] was read by batch j - 2's kernel
+          load.upload(up[k]!, din[k]!);
+          load.record(loaded[k]!);
+          compute.waitEvent(loaded[k]!);
+          compute.launch(ci, { bindings: [din[k]!, dout[k]!], workgroups: [gx, gy], constants: { iterations: it } });
+          compute.record(used[k]!);
+          compute.download(dout[k]!, down[k]!);
+          compute.hostFn(() => {
+            consume(k, j);
+            if (j === p.batches - 1) finished();
+          });
+          compute.record(consumed[k]!);
+          if (j + 1 < p.batches) {
+            // Batch j + 1 reuses pinned buffers of batch j - 1: wait until that one was consumed.
+            prefetch.waitEvent(consumed[(j + 1) % 2]!);
+            prefetch.hostFn(() => enqueueBatch(j + 1, finished));
+          }
+          ctx.flush();
+        };
+        const runPrefetch = async (): Promise<void> => {
+          let finished!: () => void;
+          const all = new Promise<void>((r) => (finished = r));
+          await enqueueBatch(0, finished);
+          await all;
+          await Promise.all([load.synchronize(), compute.synchronize(), prefetch.synchronize()]);
+        };
+
+        const tSerial = await measure(async ({ warmup }) => {
+          await runSerial();
+          if (warmup) {
+            fills.length = gpus.length = reads.length = 0;
+          }
+        }, M);
+        const checkResults = (name: string): Check => {
+          const bad: string[] = [];
+          let detail = '';
+          for (let j = 0; j < p.batches; j++) {
+            const c = checkElementwise(`${name} batch ${j}`, results[j]!, n, (i) => computeIntensiveStep(batches[j]![i]!, it), {
+              costPerElement: it * 6 * p.batches,
+              tol: COMPUTE_INTENSIVE_TOL,
+            });
+            if (!c.ok) bad.push(c.mismatch!);
+            detail = c.detail.replace(/batch \d+/, `${p.batches} batches`);
+          }
+          return bad.length ? { ok: false, detail, mismatch: bad.join('; ') } : { ok: true, detail: `${detail}: computeIntensive(${it})` };
+        };
+        checks.push(checkResults('serial'));
+        for (const r of results) r.fill(Number.NaN);
+        const tPrefetch = await measure(({ last }) => trace.record(runPrefetch, last), M);
+        checks.push(checkResults('prefetch'));
+        const hostWork = p.batches * (median(fills) + median(reads));
+        const gpuWork = p.batches * median(gpus);
+        const ideal = Math.max(hostWork, gpuWork);
+        const hv: Variant[] = [
+          { name: 'batches one after the other', time: tSerial, ideal: null, extra: { batches: p.batches, batchBytes: bytes, hostWorkMs: round(hostWork), gpuWorkMs: round(gpuWork) } },
+          { name: 'hostFn prefetch pipeline', time: tPrefetch, ideal: round(ideal), baseline: 'batches one after the other', extra: { batches: p.batches, batchBytes: bytes } },
+        ];
+        compare(hv);
+        variants.push(...hv);
+        verdicts.push(
+          `hostFn prefetch: ${ms(tPrefetch.median)} vs ${ms(tSerial.median)} one after the other = ${times(hv[1]!.speedup!)}` +
+            (hv[1]!.efficiency !== undefined ? `, overlap efficiency ${hv[1]!.efficiency.toFixed(2)}` : '') +
+            ` (${p.batches} batches of ${bytesText(bytes)}; ideal max(host ${ms(hostWork)}, GPU ${ms(gpuWork)}) = ${ms(ideal)})`,
+        );
+      } finally {
+        await ctx.synchronize().catch(() => undefined);
+        for (const b of [...up, ...down, ...din, ...dout]) b.destroy();
+        for (const s of [serialS, load, compute, prefetch]) s.destroy();
+      }
+    }
+
+    // ---------------------------------------------------------------- event timing
+    progress('priorities: elapsedTime vs calibrated sleep kernels', 0.7);
+    {
+      const targets = p.timingMs
+        .split(',')
+        .map((x) => Number(x.trim()))
+        .filter((x) => x > 0);
+      const s = ctx.createStream({ label: 'timing' });
+      const buf = ctx.alloc(p.kernelElements * 4, { label: 'timing.data' });
+      const [sx, sy] = grid(p.kernelElements, 'sleep');
+      const e0 = ctx.createEvent({ timing: true, label: 'before' });
+      const e1 = ctx.createEvent({ timing: true, label: 'after' });
+      try {
+        if (!ctx.features.timestampQuery) {
+          s.record(e0);
+          s.record(e1);
+          await s.synchronize();
+          let threw = '';
+          try {
+            e0.elapsedTime(e1);
+          } catch (e) {
+            threw = e instanceof EventTimingError ? 'EventTimingError' : String(e);
+          }
+          checks.push({
+            ok: threw === 'EventTimingError',
+            detail: 'elapsedTime without timestamp-query throws EventTimingError',
+            mismatch: `elapsedTime without timestamp-query: ${threw || 'did not throw'}`,
+          });
+          verdicts.push('elapsedTime: unavailable (no timestamp-query on this device); EventTimingError thrown as documented');
+        } else {
+          const raw = rawTimer(ctx, buf.buffer, [sx, sy]);
+          const ratios: number[] = [];
+          // Iterations per ms from one calibration; the sleep kernel is linear in iterations.
+          const c = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: Math.max(...targets), label: 'timing.calibrate' });
+          for (const target of targets) {
+            const iterations = Math.max(1, Math.round(target * c.perMs));
+            const rawSamples: number[] = [];
+            for (let r = 0; r < M.warmup + M.repeats; r++) {
+              const x = await raw.time(iterations);
+              if (r >= M.warmup) rawSamples.push(x);
+            }
+            const rawMs = median(rawSamples);
+            const elapsed: number[] = [];
+            for (let r = 0; r < M.warmup + M.repeats; r++) {
+              s.record(e0);
+              s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations } });
+              s.record(e1);
+              await s.synchronize();
+              if (r >= M.warmup) elapsed.push(e0.elapsedTime(e1));
+            }
+            const t = timing(elapsed);
+            const ratio = t.median / rawMs;
+            ratios.push(ratio);
+            variants.push({
+              name: `elapsedTime, sleep ${target} ms`,
+              time: t,
+              ideal: round(rawMs),
+              extra: { rawTimestampMs: round(rawMs), ratio: round(ratio), overTarget: round(t.median / target), iterations },
+            });
+          }
+          raw.destroy();
+          const worst = ratios.reduce((a, b) => (Math.abs(b - 1) > Math.abs(a - 1) ? b : a), 1);
+          checks.push({
+            ok: ratios.every((r) => Number.isFinite(r) && r > 0),
+            detail: `elapsedTime finite and positive for ${targets.length} sleep durations`,
+            mismatch: `elapsedTime gave ${ratios.join(', ')} of the raw timestamps`,
+          });
+          verdicts.push(
+            `elapsedTime vs raw timestamp queries on the same sleep kernels: within ${(Math.abs(worst - 1) * 100).toFixed(1)}% (P6 target 5%); ratios ${ratios.map((r) => r.toFixed(3)).join(', ')} for ${targets.map((x) => ms(x)).join(', ')}`,
+          );
+        }
+      } finally {
+        await ctx.synchronize().catch(() => undefined);
+        buf.destroy();
+        s.destroy();
+      }
+    }
+
+    spans.push(...trace.result());
+    return {
+      id: 'priorities',
+      title: priorities.title,
+      params: { ...p, seed, sleepIterations: cal.iterations },
+      variants,
+      verification: verification(seed, checks),
+      verdicts,
+      trace: spans.sort((a, b) => a.start - b.start),
+      wallMs: performance.now() - t0,
+    } satisfies ScenarioResult;
+  },
+};
+
+/** The sleep kernel timed with raw WebGPU: one compute pass with begin/end timestamp writes. */
+function rawTimer(ctx: Context, data: GPUBuffer, [x, y]: [number, number]): { time(iterations: number): Promise<number>; destroy(): void } {
+  const device = ctx.device;
+  const module = device.createShaderModule({ code: builtinShaders.sleep, label: 'raw sleep' });
+  const pipelines = new Map<number, GPUComputePipeline>();
+  const querySet = device.createQuerySet({ type: 'timestamp', count: 2, label: 'raw timestamps' });
+  const resolve = device.createBuffer({ size: 16, usage: 0x0200 /* QUERY_RESOLVE */ | Usage.COPY_SRC, label: 'raw timestamps.resolve' });
+  const read = device.createBuffer({ size: 16, usage: Usage.MAP_READ | Usage.COPY_DST, label: 'raw timestamps.read' });
+  return {
+    async time(iterations) {
+      let pipeline = pipelines.get(iterations);
+      if (!pipeline) {
+        pipeline = await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants: { iterations } } });
+        pipelines.set(iterations, pipeline);
+      }
+      const bind = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: data } }] });
+      const enc = device.createCommandEncoder({ label: 'raw sleep' });
+      const pass = enc.beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bind);
+      pass.dispatchWorkgroups(x, y);
+      pass.end();
+      enc.resolveQuerySet(querySet, 0, 2, resolve, 0);
+      enc.copyBufferToBuffer(resolve, 0, read, 0, 16);
+      ctx.queue.submit([enc.finish()]);
+      await read.mapAsync(MapFlag.READ);
+      const [a, b] = new BigInt64Array(read.getMappedRange().slice(0));
+      read.unmap();
+      return Number(b! - a!) / 1e6;
+    },
+    destroy() {
+      querySet.destroy();
+      resolve.destroy();
+      read.destroy();
+    },
+  };
+}

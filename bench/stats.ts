@@ -1,0 +1,83 @@
+/**
+ * Repeat, warm-up and summary helpers for the scenarios. Timings are wall-clock milliseconds on
+ * `performance.now()` (the same clock the trace spans use), warm-up runs excluded.
+ */
+import type { Timing } from './schema';
+
+/** How many times to run a measured function. */
+export interface MeasureOptions {
+  /** Runs before the measured ones, discarded (pipeline compilation, pool growth, first maps). @default 1 */
+  warmup?: number;
+  /** Measured runs. @default 5 */
+  repeats?: number;
+}
+
+/** What {@link measure} tells each run of the measured function. */
+export interface RunInfo {
+  /** 0-based over all runs, warm-up included. */
+  index: number;
+  /** True for a warm-up run (not counted). */
+  warmup: boolean;
+  /** True for the last measured run: the one scenarios keep the trace of. */
+  last: boolean;
+}
+
+/**
+ * Runs `fn` `warmup + repeats` times, one after another, and summarizes the measured runs.
+ * A run's sample is its wall time, unless `fn` resolves to a number: then that number (ms) is the
+ * sample, so a run can report a time it measured itself (GPU timestamps, a sub-phase).
+ *
+ * @example
+ * const t = await measure(async () => { stream.upload(src, dst); await stream.synchronize(); }, { warmup: 1, repeats: 5 });
+ * t.median; // ms
+ */
+export async function measure(
+  fn: (run: RunInfo) => Promise<number | void> | number | void,
+  options: MeasureOptions = {},
+): Promise<Timing> {
+  const warmup = options.warmup ?? 1;
+  const repeats = options.repeats ?? 5;
+  if (!Number.isInteger(warmup) || warmup < 0) {
+    throw new TypeError(`Expected \`warmup\` to be a non-negative integer, got \`${warmup}\` (${typeof warmup})`);
+  }
+  if (!Number.isInteger(repeats) || repeats < 1) {
+    throw new TypeError(`Expected \`repeats\` to be a positive integer, got \`${repeats}\` (${typeof repeats})`);
+  }
+  const samples: number[] = [];
+  const total = warmup + repeats;
+  for (let index = 0; index < total; index++) {
+    const isWarmup = index < warmup;
+    const t0 = performance.now();
+    const own = await fn({ index, warmup: isWarmup, last: index === total - 1 });
+    const wall = performance.now() - t0;
+    if (!isWarmup) samples.push(typeof own === 'number' ? own : wall);
+  }
+  return timing(samples);
+}
+
+/** Summary of samples (ms), in run order. Throws on an empty list. */
+export function timing(samples: readonly number[]): Timing {
+  if (samples.length === 0) throw new RangeError('timing() needs at least one sample');
+  return { median: median(samples), min: Math.min(...samples), max: Math.max(...samples), samples: [...samples] };
+}
+
+/** Median of a non-empty list (mean of the two middle values for an even count). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) throw new RangeError('median() of an empty list');
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** Element-wise sum of timings' samples (same repeat count), summarized: the time of parts run back to back. */
+export function sumTimings(...parts: Timing[]): Timing {
+  const n = Math.min(...parts.map((p) => p.samples.length));
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) samples.push(parts.reduce((acc, p) => acc + p.samples[i]!, 0));
+  return timing(samples);
+}
+
+/** Throughput in GB/s (1e9 bytes per second) of `bytes` moved in `ms` milliseconds. */
+export function gbps(bytes: number, ms: number): number {
+  return ms > 0 ? bytes / ms / 1e6 : Infinity;
+}
