@@ -19,17 +19,8 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'puppeteer-core';
 import { describeAdapter, launchChrome, readAdapter, type LaunchedChrome } from './browser';
-import {
-  formatReport,
-  gitCommit,
-  parseCliArgs,
-  runPassed,
-  usage,
-  validateSuiteResult,
-  writeResultFiles,
-  SOFTWARE_WARNING,
-  type CliOptions,
-} from './report';
+import { formatReport, runPassed, validateSuiteResult, SOFTWARE_WARNING } from './report';
+import { gitCommit, parseCliArgs, usage, writeResultFiles, type CliOptions } from './cli';
 import type { SuiteResult } from './schema';
 import { serveDir, type StaticServer } from './serve';
 
@@ -56,9 +47,10 @@ function defaultPageDir(): string {
 }
 
 /** The page URL for the options. */
-export function benchUrl(origin: string, opts: Pick<CliOptions, 'quick' | 'scenarios'>): string {
-  let url = `${origin}/?autorun&report=${REPORT_PATH}`;
+export function benchUrl(origin: string, opts: Pick<CliOptions, 'quick' | 'scenarios' | 'mock'>): string {
+  let url = `${origin}/?autorun&runner=headless&report=${REPORT_PATH}`;
   if (opts.quick) url += '&quick';
+  if (opts.mock) url += '&mock';
   if (opts.scenarios?.length) url += `&scenarios=${opts.scenarios.map(encodeURIComponent).join(',')}`;
   return url;
 }
@@ -155,6 +147,10 @@ export async function main(argv: string[]): Promise<number> {
       watch.stopped = true;
     }
 
+    if (isObject(posted) && 'error' in posted) {
+      const stage = typeof posted['stage'] === 'string' ? ` (${posted['stage']})` : '';
+      throw new BenchFailure(`the page reported an error${stage}: ${String(posted['error'])}`);
+    }
     const result = annotate(posted, chrome);
     const problems = validateSuiteResult(result);
     const screenshot = await screenshotTimeline(page);
@@ -214,6 +210,8 @@ async function watchPage(page: Page, watch: { stopped: boolean }): Promise<Suite
     }
   }
 }
+
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null;
 
 /** Marks the result as the headless runner's and adds what only the runner knows. */
 function annotate(result: SuiteResult, chrome: LaunchedChrome): SuiteResult {

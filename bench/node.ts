@@ -13,19 +13,8 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { createNodeContext } from '../src/node';
 import { deviceReport } from './device';
-import {
-  formatReport,
-  gitCommit,
-  parseCliArgs,
-  runPassed,
-  usage,
-  validateSuiteResult,
-  writeResultFiles,
-  describeDevice,
-  isSoftwareDevice,
-  SOFTWARE_WARNING,
-  type CliOptions,
-} from './report';
+import { describeDevice, formatReport, isSoftwareDevice, runPassed, validateSuiteResult, SOFTWARE_WARNING } from './report';
+import { gitCommit, parseCliArgs, usage, writeResultFiles, type CliOptions } from './cli';
 import type { SuiteResult } from './schema';
 import { runSuite } from './suite';
 
@@ -69,6 +58,7 @@ export async function main(argv: string[]): Promise<number> {
     opts = parseCliArgs(argv);
     if (opts.gpu) throw new TypeError('`--gpu` is for the Chromium runner (npm run bench); Dawn uses the GPU it finds');
     if (opts.page) throw new TypeError('`--page` is for the Chromium runner (npm run bench)');
+    if (opts.mock) throw new TypeError('`--mock` is for the Chromium runner (npm run bench)');
   } catch (e) {
     console.error(`bench:node: ${(e as Error).message}\n\n${usage('npm run bench:node --', 'node')}`);
     return 2;

@@ -1,97 +1,12 @@
 /**
- * What the Node-side runners (bench/headless.ts, bench/node.ts) share: command-line flags, the
- * results table, Chrome Trace Event export of the spans, result file names and writing, and a
- * structural check of a {@link SuiteResult}.
+ * What every runner shares about a {@link SuiteResult}: the results table and verdicts as text,
+ * Chrome Trace Event export of the spans, result file names, and a structural check against
+ * bench/schema.ts.
  *
- * Node builtins only (no puppeteer, no webgpu), so both CLIs can bundle it.
+ * No imports at runtime (no DOM, no node: builtins), so the page, the headless runner and the Node
+ * runner all bundle it. Writing files and parsing flags live in bench/cli.ts (Node only).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { DeviceReport, ScenarioResult, Span, SuiteResult, Variant } from './schema';
-
-// ---------------------------------------------------------------------------------------------
-// Command line
-// ---------------------------------------------------------------------------------------------
-
-export interface CliOptions {
-  /** Small sizes, few repeats (CI). */
-  quick: boolean;
-  /** Scenario ids to run; undefined = all. */
-  scenarios?: string[];
-  /** Windowed Chromium on DISPLAY with CHROME_GPU_FLAGS (headless runner only). */
-  gpu: boolean;
-  /** Directory for the result files. @default 'bench-results' */
-  out: string;
-  /** Overall time limit in minutes; undefined = the runner's default. */
-  timeoutMin?: number;
-  /** Built page directory (headless runner only). */
-  page?: string;
-  help: boolean;
-}
-
-/** Usage text for a runner (`name` is the npm script, e.g. `npm run bench --`). */
-export function usage(name: string, runner: 'headless' | 'node'): string {
-  return [
-    `usage: ${name} [--quick] [--scenarios a,b] ${runner === 'headless' ? '[--gpu] [--page DIR] ' : ''}[--out DIR] [--timeout MIN]`,
-    '',
-    '  --quick           small sizes and few repeats (what CI runs)',
-    '  --scenarios a,b   run only these scenario ids (overlap-probe, chunked-pipeline, sleep-streams,',
-    '                    weight-loading, priorities)',
-    ...(runner === 'headless'
-      ? [
-          '  --gpu             windowed Chromium on $DISPLAY with $CHROME_GPU_FLAGS (real GPU; see',
-          '                    ../shared/gpu/README.md); without it, headless Chromium (SwiftShader)',
-          '  --page DIR        the built page to serve (default: dist/page)',
-        ]
-      : []),
-    '  --out DIR         where to write the result files (default: bench-results)',
-    `  --timeout MIN     give up after MIN minutes (default: ${runner === 'headless' ? '20 full, 10 quick' : 'none'})`,
-  ].join('\n');
-}
-
-/** Parse runner flags; throws a TypeError naming the bad flag. */
-export function parseCliArgs(argv: string[]): CliOptions {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      quick: { type: 'boolean', default: false },
-      scenarios: { type: 'string' },
-      gpu: { type: 'boolean', default: false },
-      out: { type: 'string', default: 'bench-results' },
-      timeout: { type: 'string' },
-      page: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
-  if (positionals.length > 0) throw new TypeError(`Unexpected argument \`${positionals[0]}\``);
-  const scenarios = values.scenarios
-    ?.split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  if (values.scenarios !== undefined && scenarios?.length === 0) {
-    throw new TypeError(`Expected \`--scenarios\` to list scenario ids (a,b), got \`${values.scenarios}\``);
-  }
-  let timeoutMin: number | undefined;
-  if (values.timeout !== undefined) {
-    timeoutMin = Number(values.timeout);
-    if (!Number.isFinite(timeoutMin) || timeoutMin <= 0) {
-      throw new TypeError(`Expected \`--timeout\` to be a positive number of minutes, got \`${values.timeout}\``);
-    }
-  }
-  return {
-    quick: values.quick ?? false,
-    scenarios,
-    gpu: values.gpu ?? false,
-    out: values.out ?? 'bench-results',
-    timeoutMin,
-    page: values.page,
-    help: values.help ?? false,
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Table
@@ -178,7 +93,7 @@ export function isSoftwareDevice(d: Pick<DeviceReport, 'software' | 'vendor' | '
 
 /** The warning printed when a run measured a software adapter. */
 export const SOFTWARE_WARNING =
-  'WARNING: this ran on a software adapter (SwiftShader): the figures say nothing about GPU ' +
+  'WARNING: this ran on a software adapter (SwiftShader or the like): the figures say nothing about GPU ' +
   'overlap, only that the code works. For a GPU, see ../shared/gpu/README.md.';
 
 // ---------------------------------------------------------------------------------------------
@@ -260,45 +175,13 @@ export function resultDay(result: Pick<SuiteResult, 'date'>): string {
   return m ? m[0] : new Date().toISOString().slice(0, 10);
 }
 
-export interface ResultPaths {
-  json: string;
-  trace: string;
-  png: string;
-}
-
 /**
- * File names for a result: `<dir>/<YYYY-MM-DD>-<adapter-slug>-<runner>.json`, `...-trace.json`,
- * `...-timeline.png`. The runner is part of the name so that the Node and the Chromium runs on
- * the same adapter on the same day do not overwrite each other.
+ * The file stem for a result: `<YYYY-MM-DD>-<adapter-slug>-<runner>`. The runner is part of the
+ * name so that the Node and the Chromium runs on one adapter on one day do not overwrite each other.
+ * Files: `<stem>.json`, `<stem>-trace.json`, `<stem>-timeline.png`.
  */
-export function resultPaths(result: SuiteResult, dir: string): ResultPaths {
-  const base = join(resolve(dir), `${resultDay(result)}-${adapterSlug(result.device)}-${result.device.runner}`);
-  return { json: `${base}.json`, trace: `${base}-trace.json`, png: `${base}-timeline.png` };
-}
-
-/** Write the result JSON, its Chrome trace and (when given) the timeline PNG; returns what it wrote. */
-export function writeResultFiles(result: SuiteResult, dir: string, screenshot?: Uint8Array): string[] {
-  mkdirSync(resolve(dir), { recursive: true });
-  const paths = resultPaths(result, dir);
-  writeFileSync(paths.json, `${JSON.stringify(result, null, 2)}\n`);
-  writeFileSync(paths.trace, JSON.stringify(toChromeTrace(result)));
-  const written = [paths.json, paths.trace];
-  if (screenshot) {
-    writeFileSync(paths.png, screenshot);
-    written.push(paths.png);
-  }
-  return written;
-}
-
-/** `git rev-parse HEAD` of the working directory, or undefined outside a git checkout. */
-export function gitCommit(cwd = process.cwd()): string | undefined {
-  try {
-    const out = execFileSync('git', ['rev-parse', 'HEAD'], { cwd, stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 });
-    const sha = out.toString().trim();
-    return /^[0-9a-f]{40}$/.test(sha) ? sha : undefined;
-  } catch {
-    return undefined;
-  }
+export function resultStem(result: Pick<SuiteResult, 'date' | 'device'>): string {
+  return `${resultDay(result)}-${adapterSlug(result.device)}-${result.device.runner}`;
 }
 
 // ---------------------------------------------------------------------------------------------
