@@ -1,0 +1,259 @@
+/**
+ * The runners' plumbing without a browser or a GPU: the result validator, the table, the Chrome
+ * trace export, file names, flag parsing, the static server and the PNG decoder used by the e2e tests.
+ */
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCliArgs, resultPaths } from '../bench/cli';
+import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../bench/report';
+import type { SuiteResult } from '../bench/schema';
+import { serveDir, type StaticServer } from '../bench/serve';
+import { decodePng, distinctColors } from './e2e/png';
+
+function sample(): SuiteResult {
+  return {
+    schema: 'webgpu-streams/bench@1',
+    date: '2026-01-02T03:04:05.000Z',
+    quick: true,
+    device: {
+      runner: 'node',
+      vendor: 'nvidia',
+      architecture: 'hopper',
+      description: 'NVIDIA H200',
+      software: false,
+      userAgent: 'Node.js/20',
+      timestampQuery: true,
+    },
+    scenarios: [
+      {
+        id: 'chunked-pipeline',
+        title: 'Chunked pipeline',
+        params: { n: 1024, quick: true, kind: 'f32' },
+        variants: [
+          { name: 'sync', time: { median: 10, min: 9, max: 12, samples: [9, 10, 12] }, ideal: null, memoryBytes: 3 * 2 ** 20 },
+          {
+            name: 'streams=4',
+            time: { median: 6, min: 5.5, max: 7, samples: [5.5, 6, 7] },
+            ideal: 5,
+            baseline: 'sync',
+            speedup: 10 / 6,
+            efficiency: 0.8,
+            gbps: 12.5,
+          },
+        ],
+        verification: { ok: true, detail: 'out == a + b for 1024 floats (seed 1)' },
+        verdicts: ['streams=4 at 1.67x sync'],
+        trace: [
+          { lane: 's0', kind: 'upload', name: 'up 0', start: 100, end: 101.5 },
+          { lane: 'host', kind: 'fill', name: 'fill 0', start: 99, end: 100 },
+          { lane: 's1', kind: 'kernel', name: 'add 1', start: 101, end: 103, estimated: true },
+        ],
+        wallMs: 250,
+      },
+    ],
+    ok: true,
+  };
+}
+
+describe('validateSuiteResult', () => {
+  it('accepts a well-formed result', () => {
+    expect(validateSuiteResult(sample())).toEqual([]);
+  });
+
+  it.each([
+    ['not an object', () => 42, '$: expected an object'],
+    ['wrong schema tag', (r: SuiteResult) => ({ ...r, schema: 'other' }), '$.schema'],
+    ['bad runner', (r: SuiteResult) => ({ ...r, device: { ...r.device, runner: 'bus' } }), '$.device.runner'],
+    ['missing median', (r: SuiteResult) => { delete (r.scenarios[0]!.variants[0]!.time as Partial<SuiteResult['scenarios'][0]['variants'][0]['time']>).median; return r; }, '$.scenarios[0].variants[0].time.median'],
+    ['NaN turned null', (r: SuiteResult) => { (r.scenarios[0]!.variants[1] as { speedup: unknown }).speedup = null; return r; }, '$.scenarios[0].variants[1].speedup'],
+    ['unknown span kind', (r: SuiteResult) => { (r.scenarios[0]!.trace[0] as { kind: string }).kind = 'dma'; return r; }, '$.scenarios[0].trace[0].kind'],
+    ['span ends before it starts', (r: SuiteResult) => { r.scenarios[0]!.trace[0]!.end = 0; return r; }, '$.scenarios[0].trace[0]: end'],
+    ['ok disagrees with verification', (r: SuiteResult) => { r.scenarios[0]!.verification.ok = false; return r; }, '$.ok'],
+    ['baseline names no variant', (r: SuiteResult) => { r.scenarios[0]!.variants[1]!.baseline = 'serial'; return r; }, '.baseline'],
+    ['duplicate scenario id', (r: SuiteResult) => ({ ...r, scenarios: [r.scenarios[0]!, r.scenarios[0]!] }), 'duplicate id'],
+  ] as const)('reports %s', (_, mutate, where) => {
+    const problems = validateSuiteResult((mutate as (r: SuiteResult) => unknown)(sample()));
+    expect(problems.length, JSON.stringify(problems)).toBeGreaterThan(0);
+    expect(problems.some((p) => p.includes(where)), JSON.stringify(problems)).toBe(true);
+  });
+});
+
+describe('report text and files', () => {
+  it('formats the table with one row per variant', () => {
+    const lines = formatTable(sample()).split('\n');
+    expect(lines[0]).toMatch(/^scenario\s+variant\s+median ms\s+ideal\s+speedup\s+eff\.\s+mem MiB\s+GB\/s\s+verified$/);
+    expect(lines).toHaveLength(4);
+    expect(lines[2]).toMatch(/^chunked-pipeline\s+sync\s+10\.00\s+-\s+-\s+-\s+3\.0\s+-\s+yes$/);
+    expect(lines[3]).toMatch(/streams=4\s+6\.000\s+5\.000\s+1\.67x\s+80%\s+-\s+12\.50$/);
+  });
+
+  it('says OK or FAILED, and runPassed agrees', () => {
+    const good = sample();
+    expect(formatReport(good, [])).toMatch(/\nOK: 1 scenario verified$/);
+    expect(runPassed(good, [])).toBe(true);
+    const bad = sample();
+    bad.scenarios[0]!.verification = { ok: false, detail: 'out == a + b', mismatch: 'index 3: got 1, want 2' };
+    bad.ok = false;
+    expect(formatReport(bad, [])).toMatch(/FAILED: not verified: chunked-pipeline$/);
+    expect(runPassed(bad, [])).toBe(false);
+    expect(runPassed({ ...good, scenarios: [] }, [])).toBe(false);
+    expect(runPassed(good, ['$.x: broken'])).toBe(false);
+  });
+
+  it('exports Chrome trace events: one thread per lane, host first, times in microseconds', () => {
+    const { traceEvents } = toChromeTrace(sample());
+    const threads = traceEvents.filter((e) => e.name === 'thread_name').map((e) => [e.tid, (e.args as { name: string }).name]);
+    expect(threads).toEqual([[1, 'host'], [2, 's0'], [3, 's1']]);
+    const spans = traceEvents.filter((e) => e.ph === 'X');
+    expect(spans.map((e) => [e.name, e.cat, e.ts, e.dur, e.tid])).toEqual([
+      ['up 0', 'upload', 1000, 1500, 2],
+      ['fill 0', 'fill', 0, 1000, 1],
+      ['add 1', 'kernel', 2000, 2000, 3],
+    ]);
+    expect(traceEvents.find((e) => e.name === 'process_name')?.args).toEqual({ name: 'chunked-pipeline: Chunked pipeline' });
+  });
+
+  it('names files by day, adapter and runner', () => {
+    expect(adapterSlug({ vendor: 'google', architecture: 'swiftshader', description: 'SwiftShader Device (Subzero)' })).toBe(
+      'google-swiftshader-device-subzero',
+    );
+    expect(adapterSlug({ vendor: '', architecture: '', description: '' })).toBe('unknown-adapter');
+    expect(resultStem(sample())).toBe('2026-01-02-nvidia-hopper-h200-node');
+    expect(resultPaths(sample(), '/tmp/x')).toEqual({
+      json: '/tmp/x/2026-01-02-nvidia-hopper-h200-node.json',
+      trace: '/tmp/x/2026-01-02-nvidia-hopper-h200-node-trace.json',
+      png: '/tmp/x/2026-01-02-nvidia-hopper-h200-node-timeline.png',
+    });
+  });
+
+  it('parses runner flags', () => {
+    expect(parseCliArgs(['--quick', '--scenarios', 'a, b', '--out', 'o', '--gpu'])).toMatchObject({
+      quick: true,
+      scenarios: ['a', 'b'],
+      out: 'o',
+      gpu: true,
+      mock: false,
+      help: false,
+    });
+    expect(parseCliArgs([])).toMatchObject({ quick: false, scenarios: undefined, out: 'bench-results', gpu: false });
+    expect(() => parseCliArgs(['--scenarios', ','])).toThrow(/--scenarios/);
+    expect(() => parseCliArgs(['--timeout', '0'])).toThrow(/--timeout/);
+    expect(() => parseCliArgs(['--frobnicate'])).toThrow();
+  });
+});
+
+describe('serveDir', () => {
+  let dir = '';
+  let server: StaticServer;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-serve-'));
+    mkdirSync(join(dir, 'assets'));
+    writeFileSync(join(dir, 'index.html'), '<!doctype html><p>hi</p>');
+    writeFileSync(join(dir, 'assets/a.js'), 'export {};');
+    writeFileSync(join(dir, 'assets/k.wgsl'), '@compute @workgroup_size(1) fn main() {}');
+    writeFileSync(join(dir, 'assets/m.wasm'), new Uint8Array([0, 97, 115, 109]));
+    server = await serveDir(dir);
+  });
+  afterAll(async () => {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ['/', 'text/html; charset=utf-8'],
+    ['/index.html', 'text/html; charset=utf-8'],
+    ['/assets/a.js', 'text/javascript; charset=utf-8'],
+    ['/assets/k.wgsl', 'text/wgsl; charset=utf-8'],
+    ['/assets/m.wasm', 'application/wasm'],
+  ])('serves %s as %s, cross-origin isolated', async (path, type) => {
+    const res = await fetch(`${server.origin}${path}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe(type);
+    expect(res.headers.get('cross-origin-embedder-policy')).toBe('require-corp');
+    await res.arrayBuffer();
+  });
+
+  it('refuses missing files and paths outside the directory', async () => {
+    expect((await fetch(`${server.origin}/nope.js`)).status).toBe(404);
+    expect((await fetch(`${server.origin}/..%2f..%2fetc%2fpasswd`)).status).toBe(403);
+    expect((await fetch(`${server.origin}/%2e%2e/%2e%2e/etc/passwd`)).status).toBe(404); // normalised to /etc/passwd under the root
+  });
+
+  it('resolves report with the first posted JSON', async () => {
+    const res = await fetch(`${server.origin}/result`, { method: 'POST', body: JSON.stringify({ ok: true, n: 3 }) });
+    expect(res.status).toBe(204);
+    await expect(server.report).resolves.toEqual({ ok: true, n: 3 });
+  });
+
+  it('rejects report when the body is not JSON', async () => {
+    const other = await serveDir(dir, { reportPath: '/r' });
+    try {
+      const res = await fetch(`${other.origin}/r`, { method: 'POST', body: '{oops' });
+      expect(res.status).toBe(400);
+      await expect(other.report).rejects.toThrow(/not JSON/);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
+describe('decodePng', () => {
+  function png(width: number, height: number, rgba: (x: number, y: number) => number[]): Buffer {
+    const crcTable = Array.from({ length: 256 }, (_, n) => {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      return c >>> 0;
+    });
+    const crc = (b: Buffer) => {
+      let c = 0xffffffff;
+      for (const x of b) c = crcTable[(c ^ x) & 0xff]! ^ (c >>> 8);
+      return (c ^ 0xffffffff) >>> 0;
+    };
+    const chunk = (type: string, body: Buffer) => {
+      const head = Buffer.alloc(8);
+      head.writeUInt32BE(body.length, 0);
+      head.write(type, 4, 'latin1');
+      const tail = Buffer.alloc(4);
+      tail.writeUInt32BE(crc(Buffer.concat([head.subarray(4), body])), 0);
+      return Buffer.concat([head, body, tail]);
+    };
+    const ihdr = Buffer.alloc(13);
+    ihdr.writeUInt32BE(width, 0);
+    ihdr.writeUInt32BE(height, 4);
+    ihdr[8] = 8;
+    ihdr[9] = 6;
+    const rows: number[] = [];
+    for (let y = 0; y < height; y++) {
+      // Alternate filters 0 (none) and 1 (sub) to exercise the unfiltering.
+      const filter = y % 2;
+      rows.push(filter);
+      for (let x = 0; x < width; x++) {
+        const px = rgba(x, y);
+        const left = x > 0 ? rgba(x - 1, y) : [0, 0, 0, 0];
+        for (let c = 0; c < 4; c++) rows.push(filter === 1 ? (px[c]! - left[c]! + 256) & 0xff : px[c]!);
+      }
+    }
+    return Buffer.concat([
+      Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]),
+      chunk('IHDR', ihdr),
+      chunk('IDAT', deflateSync(Buffer.from(rows))),
+      chunk('IEND', Buffer.alloc(0)),
+    ]);
+  }
+
+  it('decodes pixels and tells blank from drawn', () => {
+    const blank = decodePng(png(4, 3, () => [255, 255, 255, 255]));
+    expect([blank.width, blank.height, blank.channels]).toEqual([4, 3, 4]);
+    expect(distinctColors(blank)).toBe(1);
+    const drawn = decodePng(png(4, 3, (x, y) => [x * 10, y * 20, 7, 255]));
+    expect(Array.from(drawn.pixels.subarray(4 * 4 + 4, 4 * 4 + 8))).toEqual([10, 20, 7, 255]);
+    expect(distinctColors(drawn)).toBe(12);
+  });
+
+  it('rejects what is not a PNG', () => {
+    expect(() => decodePng(new Uint8Array([1, 2, 3]))).toThrow(/signature/);
+  });
+});

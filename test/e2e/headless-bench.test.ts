@@ -1,0 +1,128 @@
+/**
+ * End to end: the built headless runner (`npm run bench` without the npm) in quick mode on
+ * SwiftShader. Builds the page and the CLI with the project's vite config into dist/e2e-bench/
+ * (inside the repo so the CLI resolves puppeteer-core from node_modules), runs it, and checks its
+ * exit code, the JSON against bench/schema.ts, every scenario verified, the Chrome trace, and that
+ * the timeline screenshot is a real, non-blank PNG.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { build } from 'vite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findChrome } from '../../bench/browser';
+import { validateSuiteResult } from '../../bench/report';
+import type { SuiteResult } from '../../bench/schema';
+import { decodePng, distinctColors } from './png';
+
+const root = resolve(import.meta.dirname, '../..');
+const havePage = existsSync(join(root, 'bench/page/main.ts'));
+const haveSuite = existsSync(join(root, 'bench/suite.ts'));
+
+function browserMissing(): string | null {
+  try {
+    findChrome();
+    return null;
+  } catch (e) {
+    return process.env['CI'] ? null : (e as Error).message;
+  }
+}
+const missing = browserMissing();
+const skipReason = !havePage
+  ? 'bench/page/main.ts does not exist yet'
+  : !haveSuite
+    ? 'bench/suite.ts does not exist yet'
+    : missing;
+if (skipReason) console.warn(`[e2e] skipping the headless bench test: ${skipReason}`);
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  output: string;
+}
+
+function runNode(args: string[], timeoutMs: number): Promise<Run> {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => {
+      output += `\n[test] killed after ${timeoutMs / 1000} s`;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.on('error', rej);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      res({ code, signal, output });
+    });
+  });
+}
+
+describe.skipIf(skipReason !== null)('headless bench runner (quick, SwiftShader)', () => {
+  const buildDir = join(root, 'dist/e2e-bench');
+  let outDir = '';
+  let run: Run;
+  let files: string[] = [];
+  const find = (suffix: string) => files.find((f) => f.endsWith(suffix));
+  const tail = () => `\nrunner output (last 4000 chars):\n${run.output.slice(-4000)}`;
+
+  beforeAll(async () => {
+    outDir = mkdtempSync(join(tmpdir(), 'webgpu-streams-bench-'));
+    const configFile = join(root, 'vite.config.ts');
+    await build({ configFile, root: join(root, 'bench/page'), logLevel: 'warn', build: { outDir: join(buildDir, 'page'), emptyOutDir: true } });
+    await build({ configFile, mode: 'cli', root, logLevel: 'warn', build: { outDir: join(buildDir, 'cli'), emptyOutDir: true } });
+    run = await runNode([join(buildDir, 'cli/bench-headless.mjs'), '--quick', '--out', outDir, '--timeout', '9'], 600_000);
+    files = readdirSync(outDir).map((f) => join(outDir, f));
+  }, 660_000);
+
+  afterAll(() => {
+    if (outDir) rmSync(outDir, { recursive: true, force: true });
+  });
+
+  it('exits 0', () => {
+    console.log(run.output.split('\n').filter((l) => /^(bench:|OK|FAILED|adapter:|WARNING)/.test(l)).join('\n'));
+    expect(run.signal, tail()).toBeNull();
+    expect(run.code, tail()).toBe(0);
+  });
+
+  it('writes a result that matches the schema, every scenario verified', () => {
+    const json = files.find((f) => f.endsWith('-headless.json'));
+    expect(json, `no *-headless.json in ${outDir}: ${files.join(', ')}${tail()}`).toBeDefined();
+    const result = JSON.parse(readFileSync(json!, 'utf8')) as SuiteResult;
+    expect(validateSuiteResult(result)).toEqual([]);
+    expect(result.quick).toBe(true);
+    expect(result.device.runner).toBe('headless');
+    expect(result.scenarios.length).toBeGreaterThan(0);
+    const failed = result.scenarios
+      .filter((s) => !s.verification.ok)
+      .map((s) => `${s.id}: ${s.verification.detail}${s.verification.mismatch ? `: ${s.verification.mismatch}` : ''}`);
+    expect(failed).toEqual([]);
+    expect(result.ok).toBe(true);
+  });
+
+  it('writes a Chrome trace with named lanes', () => {
+    const trace = find('-headless-trace.json');
+    expect(trace, tail()).toBeDefined();
+    const { traceEvents } = JSON.parse(readFileSync(trace!, 'utf8')) as { traceEvents: Array<Record<string, unknown>> };
+    const spans = traceEvents.filter((e) => e['ph'] === 'X');
+    const threads = traceEvents.filter((e) => e['ph'] === 'M' && e['name'] === 'thread_name');
+    expect(spans.length).toBeGreaterThan(0);
+    expect(threads.length).toBeGreaterThan(0);
+    for (const e of spans) {
+      expect(typeof e['ts'] === 'number' && typeof e['dur'] === 'number' && (e['dur'] as number) >= 0, JSON.stringify(e)).toBe(true);
+    }
+  });
+
+  it('screenshots a non-blank timeline', () => {
+    const png = find('-headless-timeline.png');
+    expect(png, `no timeline PNG${tail()}`).toBeDefined();
+    const image = decodePng(readFileSync(png!));
+    expect(image.width).toBeGreaterThan(50);
+    expect(image.height).toBeGreaterThan(50);
+    const colors = distinctColors(image);
+    console.log(`[e2e] timeline PNG ${image.width}x${image.height}, ${colors} distinct colors`);
+    expect(colors, 'every pixel of the timeline screenshot has the same color').toBeGreaterThan(1);
+  });
+});
