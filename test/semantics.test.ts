@@ -1,0 +1,401 @@
+/**
+ * Stream, event, callback and pinned-memory semantics on real WebGPU (Dawn). Order is asserted
+ * through events, op completion and the scheduler's submit log, never through wall-clock windows.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpuContext, rng, randomSeed, firstMismatch, vectorAddRef, sleepRef } from './gpu.js';
+import { workgroupsFor, type Context, type DeviceBuffer } from '../src/index.js';
+
+let ctx: Context & { errors: string[] };
+beforeAll(async () => {
+  ctx = await gpuContext({ trace: true });
+});
+afterAll(() => {
+  expect(ctx.errors).toEqual([]);
+  ctx.destroy();
+});
+
+/** A promise the test resolves: `open()` lets a host function that returned `wait` finish. */
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((res) => (open = res));
+  return { wait, open };
+}
+
+function addLaunch(s: ReturnType<Context['createStream']>, a: DeviceBuffer, b: DeviceBuffer, out: DeviceBuffer, n: number): void {
+  s.launch(ctx.kernels.vectorAdd, { bindings: [a, b, out], workgroups: workgroupsFor(n, 256) });
+}
+
+describe('stream order', () => {
+  it('runs the ops of one stream in order: upload, add, copy, add, download', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const n = 513;
+    const a = r.f32Array(n, -50, 50), b = r.f32Array(n, -50, 50);
+    const s = ctx.createStream({ label: 'order' });
+    const da = ctx.alloc(n * 4), db = ctx.alloc(n * 4), t = ctx.alloc(n * 4), u = ctx.alloc(n * 4);
+    s.upload(a, da);
+    s.upload(b, db);
+    addLaunch(s, da, db, t, n); // t = a + b
+    s.copy(t, da); // da = a + b
+    addLaunch(s, da, db, u, n); // u = a + 2b
+    const out = new Float32Array(n);
+    s.download(u, out);
+    await s.synchronize();
+    expect(firstMismatch(out, vectorAddRef(vectorAddRef(a, b), b)), `seed ${seed}`).toBeNull();
+    expect(s.query()).toBe(true);
+  });
+
+  it('captures pageable upload data at the call, so the array can be reused at once', async () => {
+    const seed = randomSeed();
+    const src = rng(seed).u32Array(64);
+    const want = src.slice();
+    const s = ctx.createStream();
+    const d = ctx.alloc(256);
+    s.upload(src, d);
+    src.fill(7); // CUDA: cudaMemcpyAsync from pageable memory returns after staging the data
+    const out = new Uint32Array(64);
+    s.download(d, out);
+    await s.synchronize();
+    expect(firstMismatch(out, want), `seed ${seed}`).toBeNull();
+  });
+
+  it('honours offsets and sizes (N and N-4 bytes)', async () => {
+    const seed = randomSeed();
+    const data = rng(seed).u32Array(32);
+    const s = ctx.createStream();
+    const d = ctx.alloc(128);
+    s.upload(rng(seed + 1).u32Array(32), d);
+    s.upload(data, d, { srcOffset: 8, dstOffset: 16, size: 60 });
+    const out = new Uint32Array(32);
+    s.download(d, out);
+    const part = new Uint32Array(4);
+    s.download(d, part, { srcOffset: 16, size: 12 });
+    await s.synchronize();
+    expect(Array.from(out.subarray(4, 19)), `seed ${seed}`).toEqual(Array.from(data.subarray(2, 17)));
+    expect(Array.from(part.subarray(0, 3))).toEqual(Array.from(data.subarray(2, 5)));
+    expect(part[3]).toBe(0);
+  });
+});
+
+describe('host functions', () => {
+  it('run after earlier work and before later work of the stream, and see downloaded data', async () => {
+    const seed = randomSeed();
+    const v = rng(seed).u32Array(256);
+    const s = ctx.createStream();
+    const d = ctx.alloc(1024);
+    const out = new Uint32Array(256);
+    const log: string[] = [];
+    s.upload(v, d);
+    s.download(d, out);
+    s.hostFn(() => {
+      log.push(`fn1 sees ${firstMismatch(out, v) ?? 'data'}`);
+    });
+    s.hostFn(async () => {
+      await Promise.resolve();
+      log.push('fn2');
+    });
+    s.upload(rng(seed + 1).u32Array(256), d);
+    s.hostFn(() => {
+      log.push('fn3');
+    });
+    await s.synchronize();
+    expect(log, `seed ${seed}`).toEqual(['fn1 sees data', 'fn2', 'fn3']);
+  });
+
+  it('a stream blocked on a slow async host function never delays another stream (50 ops)', async () => {
+    const slow = ctx.createStream({ label: 'slow' });
+    const fast = ctx.createStream({ label: 'fast' });
+    const g = gate();
+    let slowDone = false;
+    const d = ctx.alloc(4096);
+    slow.hostFn(() => g.wait);
+    slow.upload(new Uint32Array(1024).fill(1), d);
+    slow.hostFn(() => {
+      slowDone = true;
+    });
+    const seed = randomSeed();
+    const v = rng(seed).u32Array(1024);
+    const e = ctx.alloc(4096), f = ctx.alloc(4096);
+    fast.upload(v, e);
+    for (let i = 0; i < 48; i++) fast.copy(i % 2 ? f : e, i % 2 ? e : f);
+    const out = new Uint32Array(1024);
+    fast.download(e, out);
+    await fast.synchronize();
+    expect(slowDone).toBe(false);
+    expect(slow.query()).toBe(false);
+    expect(firstMismatch(out, v), `seed ${seed}`).toBeNull();
+    g.open();
+    await slow.synchronize();
+    expect(slowDone).toBe(true);
+  });
+
+  it('a throwing host function fails its stream with HostFnError and skips its later work', async () => {
+    const s = ctx.createStream({ label: 'thrower' });
+    let ran = false;
+    s.hostFn(() => {
+      throw new Error('boom');
+    });
+    s.hostFn(() => {
+      ran = true;
+    });
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'thrower', op: 'hostFn' });
+    expect(ran).toBe(false);
+    // Reported: later work runs.
+    s.hostFn(() => {
+      ran = true;
+    });
+    await s.synchronize();
+    expect(ran).toBe(true);
+  });
+});
+
+describe('events', () => {
+  it('orders work across streams; waitEvent takes the record current at the call', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const n = 300;
+    const a = r.f32Array(n), b = r.f32Array(n);
+    const producer = ctx.createStream({ label: 'producer' });
+    const consumer = ctx.createStream({ label: 'consumer' });
+    const da = ctx.alloc(n * 4), db = ctx.alloc(n * 4), out = ctx.alloc(n * 4);
+    const ev = ctx.createEvent();
+    const g = gate();
+    const endless = gate();
+    producer.hostFn(() => g.wait);
+    producer.upload(a, da);
+    producer.upload(b, db);
+    ev.record(producer);
+    consumer.waitEvent(ev); // waits for the record above
+    addLaunch(consumer, da, db, out, n);
+    const host = new Float32Array(n);
+    consumer.download(out, host);
+    // A later record does not change what the consumer waits for.
+    producer.hostFn(() => endless.wait); // does not finish until the end of the test
+    ev.record(producer);
+    expect(ev.query()).toBe(false);
+    g.open();
+    await consumer.synchronize();
+    expect(firstMismatch(host, vectorAddRef(a, b)), `seed ${seed}`).toBeNull();
+    expect(ev.query()).toBe(false); // the second record is stuck behind the endless host function
+    endless.open();
+    await ev.synchronize();
+    expect(ev.query()).toBe(true);
+  });
+
+  it('waiting on a never-recorded event is a no-op; query() is true', async () => {
+    const ev = ctx.createEvent();
+    expect(ev.query()).toBe(true);
+    const s = ctx.createStream();
+    s.waitEvent(ev);
+    let ran = false;
+    s.hostFn(() => {
+      ran = true;
+    });
+    await s.synchronize();
+    await ev.synchronize();
+    expect(ran).toBe(true);
+  });
+
+  it('event.synchronize resolves once the recorded work completed, and query() turns true', async () => {
+    const s = ctx.createStream();
+    const d = ctx.alloc(4096);
+    const out = new Uint32Array(1024);
+    const v = rng(randomSeed()).u32Array(1024);
+    s.upload(v, d);
+    s.download(d, out);
+    const ev = ctx.createEvent();
+    ev.record(s);
+    await ev.synchronize();
+    expect(ev.query()).toBe(true);
+    expect(firstMismatch(out, v)).toBeNull();
+  });
+
+  it('waitStream orders after everything enqueued on the other stream so far', async () => {
+    const seed = randomSeed();
+    const v = rng(seed).u32Array(128);
+    const a = ctx.createStream(), b = ctx.createStream();
+    const d = ctx.alloc(512);
+    const g = gate();
+    a.hostFn(() => g.wait);
+    a.upload(v, d);
+    b.waitStream(a);
+    const out = new Uint32Array(128);
+    b.download(d, out);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(b.query()).toBe(false);
+    g.open();
+    await b.synchronize();
+    expect(firstMismatch(out, v), `seed ${seed}`).toBeNull();
+  });
+
+  it('elapsedTime measures GPU time between two timing events; sleep kernels take longer with more iterations', async () => {
+    expect(ctx.features.timestampQuery).toBe(true); // SwiftShader and NVIDIA have it
+    const s = ctx.createStream();
+    const seed = randomSeed();
+    const init = rng(seed).u32Array(64);
+    const data = ctx.alloc(256);
+    const times: number[] = [];
+    for (const iterations of [2000, 40000]) {
+      s.upload(init, data);
+      s.launch(ctx.kernels.sleep, { bindings: [data], workgroups: 1, constants: { iterations } }); // compile
+      await s.synchronize();
+      s.upload(init, data);
+      const t0 = ctx.createEvent({ timing: true }), t1 = ctx.createEvent({ timing: true });
+      t0.record(s);
+      s.launch(ctx.kernels.sleep, { bindings: [data], workgroups: 1, constants: { iterations } });
+      t1.record(s);
+      const out = new Uint32Array(64);
+      s.download(data, out);
+      await t1.synchronize();
+      times.push(t0.elapsedTime(t1));
+      await s.synchronize();
+      expect(firstMismatch(out, sleepRef(init, iterations)), `seed ${seed}`).toBeNull();
+    }
+    expect(times[0]).toBeGreaterThan(0);
+    expect(times[1]).toBeGreaterThan(times[0]!);
+  });
+
+  it('elapsedTime errors: no timing, not recorded, not completed', async () => {
+    const plain = ctx.createEvent(), timed = ctx.createEvent({ timing: true }), timed2 = ctx.createEvent({ timing: true });
+    expect(() => plain.elapsedTime(timed)).toThrow(expect.objectContaining({ name: 'EventTimingError' }));
+    expect(() => timed.elapsedTime(timed2)).toThrow(expect.objectContaining({ name: 'EventNotReadyError', message: expect.stringContaining('never recorded') }));
+    const s = ctx.createStream();
+    const g = gate();
+    timed.record(s);
+    s.hostFn(() => g.wait);
+    timed2.record(s);
+    await timed.synchronize();
+    expect(() => timed.elapsedTime(timed2)).toThrow(expect.objectContaining({ name: 'EventNotReadyError', message: expect.stringContaining('not completed') }));
+    g.open();
+    await timed2.synchronize();
+    expect(timed.elapsedTime(timed2)).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe('default stream (CUDA legacy semantics)', () => {
+  it('waits for earlier work of blocking streams, and blocking streams wait for it', async () => {
+    const blocking = ctx.createStream({ label: 'blocking' });
+    const log: string[] = [];
+    const g = gate();
+    blocking.hostFn(() => g.wait);
+    blocking.hostFn(() => void log.push('blocking 1'));
+    ctx.defaultStream.hostFn(() => void log.push('default'));
+    blocking.hostFn(() => void log.push('blocking 2'));
+    g.open();
+    await ctx.synchronize();
+    expect(log).toEqual(['blocking 1', 'default', 'blocking 2']);
+  });
+
+  it('non-blocking streams neither wait for the default stream nor make it wait', async () => {
+    const nb = ctx.createStream({ label: 'nb', nonBlocking: true });
+    const log: string[] = [];
+    const gNb = gate(), gDefault = gate();
+    nb.hostFn(() => gNb.wait);
+    ctx.defaultStream.hostFn(() => gDefault.wait);
+    ctx.defaultStream.hostFn(() => void log.push('default'));
+    nb.hostFn(() => void log.push('nb'));
+    gNb.open();
+    await nb.synchronize(); // completes although the default stream is still blocked
+    expect(log).toEqual(['nb']);
+    gDefault.open();
+    await ctx.defaultStream.synchronize();
+    expect(log).toEqual(['nb', 'default']);
+  });
+});
+
+describe('priorities', () => {
+  it('ready work of a higher-priority stream is submitted first and overtakes queued low-priority work', async () => {
+    const pctx = await gpuContext({ trace: true, maxSubmitsInFlight: 1, maxOpsPerSubmit: 2 });
+    try {
+      const low = pctx.createStream({ label: 'low', priority: 0 });
+      const high = pctx.createStream({ label: 'high', priority: -5 });
+      const bufs = Array.from({ length: 4 }, () => pctx.alloc(4096));
+      const lowIds: number[] = [];
+      for (let i = 0; i < 8; i++) lowIds.push(low.copy(bufs[0]!, bufs[1]!));
+      // While the first low submit is in flight, high-priority work arrives.
+      pctx.flush();
+      const highIds = [high.copy(bufs[2]!, bufs[3]!), high.copy(bufs[3]!, bufs[2]!)];
+      await pctx.synchronize();
+      const order = pctx.scheduler.submitLog!.flat();
+      const firstHigh = order.indexOf(highIds[0]!);
+      const lastLow = order.indexOf(lowIds[lowIds.length - 1]!);
+      expect(firstHigh).toBeGreaterThan(0);
+      expect(firstHigh).toBeLessThan(lastLow); // overtook queued low-priority work
+      expect(order.indexOf(lowIds[0]!)).toBe(0); // what was already submitted stays first
+      expect(pctx.errors).toEqual([]);
+    } finally {
+      pctx.destroy();
+    }
+  });
+
+  it('validates priority range', () => {
+    expect(() => ctx.createStream({ priority: 1 })).toThrow(/`priority` to be an integer from -5 to 0, got `1` \(number\)/);
+    expect(() => ctx.createStream({ priority: 0.5 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError' }));
+  });
+});
+
+describe('pinned buffers', () => {
+  it('views throw while the GPU owns the buffer, naming the stream and op; ready() hands them back', async () => {
+    const seed = randomSeed();
+    const v = rng(seed).f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'pin-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'pin-down' });
+    const s = ctx.createStream({ label: 'copier' });
+    const d = ctx.alloc(1024);
+    up.f32.set(v);
+    s.upload(up, d);
+    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringMatching(/'upload' #\d+ on stream 'copier'/) }));
+    s.download(d, down);
+    expect(() => down.bytes).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
+    await s.synchronize();
+    expect(down.isHostOwned).toBe(true);
+    expect(firstMismatch(down.f32, v), `seed ${seed}`).toBeNull();
+    await up.ready();
+    expect(up.isHostOwned).toBe(true);
+    // Reuse: fill again, upload again.
+    const w = rng(seed + 1).f32Array(256);
+    up.f32.set(w);
+    s.upload(up, d);
+    s.download(d, down);
+    await s.synchronize();
+    expect(firstMismatch(down.f32, w), `seed ${seed}`).toBeNull();
+  });
+
+  it('a pinned buffer of the wrong kind is refused', () => {
+    const s = ctx.createStream();
+    const down = ctx.allocHost(64, 'download');
+    expect(() => s.upload(down, ctx.alloc(64))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringContaining("allocHost(bytes, 'upload')") }));
+  });
+});
+
+describe('memory', () => {
+  it('accounts device bytes and defers destroy until the streams using the buffer are done', async () => {
+    const mctx = await gpuContext();
+    try {
+      const before = mctx.memory.current;
+      const a = mctx.alloc(1 << 16), b = mctx.alloc(1 << 16);
+      expect(mctx.memory.current - before).toBe(2 << 16);
+      const s = mctx.createStream();
+      const g = gate();
+      s.hostFn(() => g.wait);
+      const v = rng(randomSeed()).u32Array(1 << 14);
+      s.upload(v, a);
+      s.copy(a, b);
+      a.destroy(); // in use: deferred
+      a.destroy(); // idempotent
+      expect(mctx.memory.current - before).toBe(2 << 16);
+      expect(() => s.copy(a, b)).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+      const out = new Uint32Array(1 << 14);
+      s.download(b, out);
+      g.open();
+      await s.synchronize();
+      expect(mctx.memory.current - before).toBe(1 << 16);
+      expect(mctx.memory.peak - before).toBe(2 << 16);
+      expect(firstMismatch(out, v)).toBeNull();
+    } finally {
+      mctx.destroy();
+    }
+  });
+});
