@@ -102,6 +102,8 @@ export class Kernel {
   readonly #module: GPUShaderModule;
   readonly #pipelineLayout: GPUPipelineLayout;
   readonly #pipelines = new Map<string, PipelineEntry>();
+  /** Settles with the shader module's and layouts' validation error message, if any. */
+  readonly #moduleError: Promise<string | undefined>;
 
   constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}) {
     this.entryPoint = options.entryPoint ?? 'main';
@@ -111,12 +113,18 @@ export class Kernel {
     this.overrides = info.overrides;
     this.workgroupSize = info.workgroupSize;
     this.#device = device;
+    // Compile errors go to this kernel's own scope, reported on its launches, never to the device.
+    device.pushErrorScope('validation');
     this.#module = device.createShaderModule({ code: wgsl, label: `kernel '${this.label}'` });
     this.layout = device.createBindGroupLayout({
       label: `kernel '${this.label}' bindings`,
       entries: this.bindings.map((b) => ({ binding: b.binding, visibility: ShaderStage.COMPUTE, buffer: { type: b.kind } })),
     });
     this.#pipelineLayout = device.createPipelineLayout({ label: `kernel '${this.label}'`, bindGroupLayouts: [this.layout] });
+    this.#moduleError = device.popErrorScope().then(
+      (err) => err?.message,
+      (err: unknown) => String(err),
+    );
   }
 
   /** Number of buffers a launch must bind. */
@@ -137,10 +145,10 @@ export class Kernel {
         compute: { module: this.#module, entryPoint: this.entryPoint, ...(constants ? { constants } : {}) },
       });
       const created: PipelineEntry = { pipeline, validated: Promise.resolve(undefined), error: undefined, ok: false };
-      created.validated = device.popErrorScope().then(
-        (err) => {
-          created.error = err?.message;
-          created.ok = !err;
+      created.validated = Promise.all([this.#moduleError, device.popErrorScope()]).then(
+        ([moduleError, err]) => {
+          created.error = moduleError ?? err?.message;
+          created.ok = created.error === undefined;
           return created.error;
         },
         (err: unknown) => {

@@ -237,7 +237,7 @@ export class Scheduler {
   #canOrder(op: Op): boolean {
     for (const d of op.deps) {
       if (d.error) {
-        if (!op.error) op.error = d.error instanceof DependencyError ? d.error : new DependencyError(`did not run: it depends on op '${d.kind}' #${d.id} on stream '${d.stream.label}', which failed: ${d.error.message}`, { ...op.site(), cause: d.error });
+        if (!op.error) op.error = inherit(op, d);
         return true;
       }
       if (op.kind === 'hostFn' ? !d.done : !d.ordered) return false;
@@ -527,7 +527,7 @@ export class Scheduler {
     if (op.done || !op.ownDone || op.pendingParts > 0) return;
     for (const d of op.deps) {
       if (!d.done) return;
-      if (d.error && !op.error) op.error = d.error instanceof DependencyError ? d.error : new DependencyError(`depends on op '${d.kind}' #${d.id} on stream '${d.stream.label}', which failed: ${d.error.message}`, { ...op.site(), cause: d.error });
+      if (d.error && !op.error) op.error = inherit(op, d);
     }
     op.done = true;
     if (this.trace) {
@@ -672,6 +672,17 @@ export class Scheduler {
     }
     this.#tsPool = [];
   }
+}
+
+/**
+ * The error an op takes when its dependency `d` failed: within one stream the same error (one
+ * failure, one report); across streams a DependencyError naming this stream, with the cause.
+ */
+function inherit(op: Op, d: Op): StreamError {
+  const err = d.error!;
+  if (d.stream === op.stream && err instanceof DependencyError) return err;
+  const root = err instanceof DependencyError && err.cause instanceof Error ? err.cause : err;
+  return new DependencyError(`did not run: it depends on op '${d.kind}' #${d.id} on stream '${d.stream.label}', which failed: ${root.message.split('\n')[0]}`, { ...op.site(), cause: root });
 }
 
 /** A binary heap of streams keyed by (priority, head op id). */
