@@ -1,0 +1,235 @@
+/**
+ * Every benchmark scenario in quick mode on Dawn (SwiftShader where there is no GPU): it verifies
+ * against the CPU reference, returns a well-formed result, and keeps the invariants that do not
+ * depend on timing (memory of the weight slots, bit-identical outputs, submission order).
+ * Timing numbers are printed, never asserted: they belong to the benchmark, not the tests.
+ *
+ * Reproduce a failure with the seed from its message: `SCENARIO_SEED=1234 npx vitest run test/scenarios.test.ts`.
+ */
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { ScenarioResult, Span, SuiteResult } from '../bench/schema';
+import { scenarios, runSuite } from '../bench/suite';
+import { deviceReport, isSoftwareAdapter } from '../bench/device';
+import { measure, median, timing } from '../bench/stats';
+import { chunkedPipeline } from '../bench/scenarios/chunked-pipeline';
+import { overlapProbe } from '../bench/scenarios/overlap-probe';
+import { priorities } from '../bench/scenarios/priorities';
+import { sleepStreams } from '../bench/scenarios/sleep-streams';
+import { weightLoading } from '../bench/scenarios/weight-loading';
+import type { Context } from '../src/index';
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+
+const { createNodeContext } = await import('../src/node');
+
+const envSeed = Number(process.env.SCENARIO_SEED ?? 0);
+const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : (Math.random() * 2 ** 32) >>> 0;
+
+let ctx: Context | null = null;
+let noAdapter = '';
+try {
+  ctx = await createNodeContext({ trace: true, label: 'scenarios.test' });
+} catch (e) {
+  noAdapter = e instanceof Error ? e.message : String(e);
+  console.warn(`scenarios.test: no WebGPU adapter at all, skipping: ${noAdapter}`);
+}
+const withDevice = ctx ? describe : describe.skip;
+
+const errors: string[] = [];
+beforeAll(() => {
+  if (!ctx) return;
+  console.log(`scenarios.test: adapter ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; seed ${seed}`);
+  ctx.device.addEventListener('uncapturederror', (e) => errors.push((e as GPUUncapturedErrorEvent).error.message));
+});
+afterAll(() => ctx?.destroy());
+
+/** Runs a scenario inside a validation error scope; fails on any captured WebGPU error. */
+async function runChecked(run: () => Promise<ScenarioResult>): Promise<ScenarioResult> {
+  const c = ctx!;
+  c.device.pushErrorScope('validation');
+  c.device.pushErrorScope('out-of-memory');
+  const result = await run();
+  const oom = await c.device.popErrorScope();
+  const validation = await c.device.popErrorScope();
+  expect(oom?.message ?? null, 'out-of-memory error').toBeNull();
+  expect(validation?.message ?? null, 'validation error').toBeNull();
+  expect(errors, 'uncaptured WebGPU errors').toEqual([]);
+  return result;
+}
+
+function summarize(r: ScenarioResult): string {
+  const rows = r.variants.map((v) => {
+    const parts = [`${v.name}: ${v.time.median.toFixed(3)} ms`];
+    if (v.ideal !== null) parts.push(`ideal ${v.ideal.toFixed(3)}`);
+    if (v.speedup !== undefined) parts.push(`${v.speedup.toFixed(2)}x`);
+    if (v.efficiency !== undefined) parts.push(`eff ${v.efficiency.toFixed(2)}`);
+    if (v.gbps !== undefined) parts.push(`${v.gbps.toFixed(2)} GB/s`);
+    if (v.memoryBytes !== undefined) parts.push(`${(v.memoryBytes / 1024).toFixed(0)} KiB`);
+    return `  ${parts.join(', ')}`;
+  });
+  return [`${r.id} (${r.wallMs.toFixed(0)} ms):`, ...rows, ...r.verdicts.map((v) => `  - ${v}`)].join('\n');
+}
+
+/** Shape checks every scenario result must pass. */
+function expectWellFormed(r: ScenarioResult, id: string, idealFor: RegExp): void {
+  expect(r.id).toBe(id);
+  expect(r.verification.ok, `${r.verification.detail}\n${r.verification.mismatch ?? ''}`).toBe(true);
+  expect(r.verification.detail).toMatch(/seed \d+/);
+  expect(r.variants.length).toBeGreaterThan(0);
+  expect(r.verdicts.length).toBeGreaterThan(0);
+  expect(r.wallMs).toBeGreaterThan(0);
+  const names = r.variants.map((v) => v.name);
+  expect(new Set(names).size, 'variant names are unique').toBe(names.length);
+  for (const v of r.variants) {
+    const t = v.time;
+    expect(t.samples.length, v.name).toBeGreaterThan(0);
+    for (const s of t.samples) expect(Number.isFinite(s) && s >= 0, `${v.name} sample ${s}`).toBe(true);
+    expect(t.min).toBeLessThanOrEqual(t.median);
+    expect(t.median).toBeLessThanOrEqual(t.max);
+    if (idealFor.test(v.name)) expect(v.ideal, `ideal of ${v.name}`).toEqual(expect.any(Number));
+    if (v.baseline !== undefined) {
+      expect(names, `baseline of ${v.name}`).toContain(v.baseline);
+      expect(v.speedup, `speedup of ${v.name}`).toEqual(expect.any(Number));
+    }
+  }
+  expectSpans(r.trace);
+  // The result is plain JSON.
+  expect(JSON.parse(JSON.stringify(r))).toEqual(r);
+}
+
+const KINDS = new Set<Span['kind']>(['upload', 'download', 'copy', 'kernel', 'host', 'event', 'wait', 'fill', 'read']);
+function expectSpans(spans: Span[]): void {
+  expect(spans.length, 'trace spans').toBeGreaterThan(0);
+  for (const s of spans) {
+    expect(typeof s.lane === 'string' && s.lane.length > 0, `lane of ${JSON.stringify(s)}`).toBe(true);
+    expect(KINDS.has(s.kind), `kind of ${JSON.stringify(s)}`).toBe(true);
+    expect(Number.isFinite(s.start) && Number.isFinite(s.end), `times of ${JSON.stringify(s)}`).toBe(true);
+    expect(s.end, `end >= start in ${JSON.stringify(s)}`).toBeGreaterThanOrEqual(s.start);
+  }
+}
+
+describe('bench/stats', () => {
+  it('measure excludes warm-up runs and summarizes the rest', async () => {
+    const seen: boolean[] = [];
+    const t = await measure(({ warmup, index }) => (seen.push(warmup), index * 10), { warmup: 2, repeats: 3 });
+    expect(seen).toEqual([true, true, false, false, false]);
+    expect(t.samples).toEqual([20, 30, 40]);
+    expect(t).toMatchObject({ median: 30, min: 20, max: 40 });
+  });
+  it('median of even and odd counts; timing needs a sample', () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    expect(() => timing([])).toThrow(RangeError);
+  });
+  it('rejects bad repeat counts with the option in the message', async () => {
+    await expect(measure(() => {}, { repeats: 0 })).rejects.toThrow(/`repeats`/);
+    await expect(measure(() => {}, { warmup: -1 })).rejects.toThrow(/`warmup`/);
+  });
+});
+
+describe('bench/device', () => {
+  it.each([
+    [{ vendor: 'google', architecture: '', description: '' }, true],
+    [{ vendor: '', architecture: 'swiftshader', description: '' }, true],
+    [{ vendor: '', architecture: '', description: 'SwiftShader Device (Subzero)' }, true],
+    [{ vendor: 'nvidia', architecture: 'hopper', description: 'NVIDIA H100' }, false],
+  ])('isSoftwareAdapter(%j) = %s', (info, want) => {
+    expect(isSoftwareAdapter(info)).toBe(want);
+  });
+});
+
+withDevice('scenarios (quick, Dawn)', () => {
+  it('the suite lists the five scenarios with unique ids', () => {
+    expect(scenarios.map((s) => s.id)).toEqual(['overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'priorities']);
+    expect(deviceReport(ctx!, 'node')).toMatchObject({ runner: 'node', timestampQuery: ctx!.features.timestampQuery });
+  });
+
+  it('overlap-probe: every path moves the right bytes; bandwidths and verdicts present', async () => {
+    const r = await runChecked(() => overlapProbe.run(ctx!, { quick: true, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'overlap-probe', /^(copy \+ compute|fill during|\d+ dispatches)/);
+    for (const name of ['upload: JS memcpy (TypedArray.set)', 'upload: queue.writeBuffer', 'upload: raw mapped staging', 'upload(ArrayBufferView) (pool)', 'upload(PinnedBuffer)', 'download(PinnedBuffer) (view)']) {
+      const v = r.variants.find((x) => x.name === name);
+      expect(v?.gbps, name).toBeGreaterThan(0);
+    }
+    for (const word of ['concurrent kernels', 'copy/compute overlap', 'host work overlaps GPU work', 'P2', 'P3', 'P5']) {
+      expect(r.verdicts.join('\n')).toContain(word);
+    }
+  });
+
+  it('chunked-pipeline: sync and N = 1, 2, 4, 8 streams all match the reference', async () => {
+    const r = await runChecked(() => chunkedPipeline.run(ctx!, { quick: true, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'chunked-pipeline', /^streams=/);
+    expect(r.variants.map((v) => v.name)).toEqual(['sync', 'streams=1', 'streams=2', 'streams=4', 'streams=8']);
+    // Device memory: two buffers of the whole size, in chunks or not.
+    const bytes = Number(r.params.bytes);
+    for (const v of r.variants) expect(v.memoryBytes, v.name).toBe(2 * bytes);
+    // The trace has the host fills and read-outs and the GPU ops on the streams.
+    expect(r.trace.some((s) => s.kind === 'fill')).toBe(true);
+    expect(r.trace.some((s) => s.kind === 'kernel' && s.lane.startsWith('stream '))).toBe(true);
+  });
+
+  it('sleep-streams: 1 stream vs 4 streams, every task verified', async () => {
+    const r = await runChecked(() => sleepStreams.run(ctx!, { quick: true, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'sleep-streams', /streams$/);
+    expect(r.variants.map((v) => v.name)).toEqual(['1 stream', '4 streams']);
+    const lanes = new Set(r.trace.filter((s) => s.kind === 'kernel').map((s) => s.lane));
+    expect([...lanes].sort()).toEqual(['1 stream', 'stream 0', 'stream 1', 'stream 2', 'stream 3']);
+  });
+
+  it('weight-loading: two slots hold exactly 2 weights, resident L; outputs identical bit for bit', async () => {
+    const r = await runChecked(() => weightLoading.run(ctx!, { quick: true, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'weight-loading', /2 slots$/);
+    const bytes = Number(r.params.bytes);
+    const slots = r.variants.filter((v) => v.name.endsWith(': 2 slots'));
+    const resident = r.variants.filter((v) => v.name.endsWith(': resident'));
+    expect(slots.length).toBeGreaterThan(0);
+    expect(resident.length).toBe(slots.length);
+    for (const v of slots) {
+      // input + output (ping-pong) + exactly two weight slots
+      expect(v.memoryBytes, v.name).toBe(4 * bytes);
+      expect(v.extra?.weightsBytes).toBe(2 * bytes);
+    }
+    for (const v of resident) {
+      const L = Number(v.extra?.layers);
+      expect(v.memoryBytes, v.name).toBe((L + 2) * bytes);
+    }
+    // Bit-for-bit equality with the resident run is one of the verification checks.
+    expect(r.verification.detail).toContain('2 slots == resident, bit for bit');
+  });
+
+  it('priorities: the high-priority kernel is submitted ahead of queued low-priority work', async () => {
+    const r = await runChecked(() => priorities.run(ctx!, { quick: true, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'priorities', /^(urgent kernel, priority -|hostFn prefetch)/);
+    const eq = r.variants.find((v) => v.name === 'urgent kernel, equal priority')!;
+    const hi = r.variants.find((v) => v.name === 'urgent kernel, priority -5')!;
+    // Submission order, not time: with one submit in flight, priority -5 goes next; FIFO at equal priority.
+    expect(hi.extra?.lowKernelsBefore).toBe(1);
+    expect(eq.extra?.lowKernelsBefore).toBe(Number(r.params.lowKernels));
+    if (ctx!.features.timestampQuery) {
+      expect(r.variants.some((v) => v.name.startsWith('elapsedTime'))).toBe(true);
+    }
+  });
+
+  it('runSuite: picks scenarios by id, fills date, device and ok', async () => {
+    const result: SuiteResult = await runSuite(ctx!, {
+      quick: true,
+      only: ['sleep-streams'],
+      runner: 'node',
+    });
+    expect(result.schema).toBe('webgpu-streams/bench@1');
+    expect(result.quick).toBe(true);
+    expect(result.scenarios.map((s) => s.id)).toEqual(['sleep-streams']);
+    expect(result.ok).toBe(true);
+    expect(Number.isNaN(Date.parse(result.date))).toBe(false);
+    expect(result.device.runner).toBe('node');
+    await expect(runSuite(ctx!, { only: ['nope'] })).rejects.toThrow(/`only`/);
+  });
+});
