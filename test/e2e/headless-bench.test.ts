@@ -1,33 +1,21 @@
 /**
- * End to end: the built headless runner (`npm run bench` without the npm) in quick mode on
- * SwiftShader. Builds the page and the CLI with the project's vite config into dist/e2e-bench/
- * (inside the repo so the CLI resolves puppeteer-core from node_modules), runs it, and checks its
- * exit code, the JSON against bench/schema.ts, every scenario verified, the Chrome trace, and that
- * the timeline screenshot is a real, non-blank PNG.
+ * End to end: the headless runner as `npm run bench -- --quick` runs it, on SwiftShader. Builds the
+ * page and the CLI with the npm scripts (`build:page`, `build:cli`, into dist/), runs
+ * dist/cli/bench-headless.mjs, and checks its exit code, the JSON against bench/schema.ts, every
+ * scenario verified, the Chrome trace, and that the timeline screenshot is a non-blank PNG.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { build } from 'vite';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findChrome } from '../../bench/browser';
 import { validateSuiteResult } from '../../bench/report';
 import type { SuiteResult } from '../../bench/schema';
 import { decodePng, distinctColors } from './png';
+import { browserMissing, npmRun, root, runNode, type NodeRun } from './util';
 
-const root = resolve(import.meta.dirname, '../..');
 const havePage = existsSync(join(root, 'bench/page/main.ts'));
 const haveSuite = existsSync(join(root, 'bench/suite.ts'));
 
-function browserMissing(): string | null {
-  try {
-    findChrome();
-    return null;
-  } catch (e) {
-    return process.env['CI'] ? null : (e as Error).message;
-  }
-}
 const missing = browserMissing();
 const skipReason = !havePage
   ? 'bench/page/main.ts does not exist yet'
@@ -36,44 +24,18 @@ const skipReason = !havePage
     : missing;
 if (skipReason) console.warn(`[e2e] skipping the headless bench test: ${skipReason}`);
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  output: string;
-}
-
-function runNode(args: string[], timeoutMs: number): Promise<Run> {
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    const timer = setTimeout(() => {
-      output += `\n[test] killed after ${timeoutMs / 1000} s`;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.on('error', rej);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      res({ code, signal, output });
-    });
-  });
-}
-
 describe.skipIf(skipReason !== null)('headless bench runner (quick, SwiftShader)', () => {
-  const buildDir = join(root, 'dist/e2e-bench');
   let outDir = '';
-  let run: Run;
+  let run: NodeRun;
   let files: string[] = [];
   const find = (suffix: string) => files.find((f) => f.endsWith(suffix));
   const tail = () => `\nrunner output (last 4000 chars):\n${run.output.slice(-4000)}`;
 
   beforeAll(async () => {
     outDir = mkdtempSync(join(tmpdir(), 'webgpu-streams-bench-'));
-    const configFile = join(root, 'vite.config.ts');
-    await build({ configFile, root: join(root, 'bench/page'), logLevel: 'warn', build: { outDir: join(buildDir, 'page'), emptyOutDir: true } });
-    await build({ configFile, mode: 'cli', root, logLevel: 'warn', build: { outDir: join(buildDir, 'cli'), emptyOutDir: true } });
-    run = await runNode([join(buildDir, 'cli/bench-headless.mjs'), '--quick', '--out', outDir, '--timeout', '9'], 600_000);
+    npmRun('build:page');
+    npmRun('build:cli');
+    run = await runNode([join(root, 'dist/cli/bench-headless.mjs'), '--quick', '--out', outDir, '--timeout', '9'], 600_000);
     files = readdirSync(outDir).map((f) => join(outDir, f));
   }, 660_000);
 

@@ -10,21 +10,12 @@ import { fileURLToPath } from 'node:url';
 import type { Page } from 'puppeteer-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeAdapter, findChrome, launchChrome, readAdapter, type LaunchedChrome, type PageAdapter } from '../../bench/browser';
+import { describeAdapter, launchChrome, readAdapter, type LaunchedChrome, type PageAdapter } from '../../bench/browser';
 import { serveDir, type StaticServer } from '../../bench/serve';
+import { browserMissing } from './util';
 
 const fixtureRoot = fileURLToPath(new URL('./fixture/', import.meta.url));
 
-/** Skip (and say why) only where there is no browser at all and this is not CI. */
-function browserMissing(): string | null {
-  try {
-    findChrome();
-    return null;
-  } catch (e) {
-    if (process.env['CI']) return null; // CI must have one: let launchChrome fail loudly
-    return (e as Error).message;
-  }
-}
 const missing = browserMissing();
 if (missing) console.warn(`[e2e] skipping the browser tests: ${missing}`);
 

@@ -1,0 +1,53 @@
+/** Helpers shared by the end-to-end tests. */
+import { spawn, spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { findChrome } from '../../bench/browser';
+
+/** The project root. */
+export const root = resolve(import.meta.dirname, '../..');
+
+/** `npm run <script>` in the project root; throws with its output when it fails. */
+export function npmRun(script: string): void {
+  const r = spawnSync('npm', ['run', '--silent', script], { cwd: root, encoding: 'utf8' });
+  if (r.status !== 0) {
+    throw new Error(`npm run ${script} failed (${r.status ?? r.signal ?? r.error?.message}):\n${r.stdout}\n${r.stderr}`);
+  }
+}
+
+/**
+ * Why the browser tests cannot run here (no Chromium), or null when they can. On CI (CI set) it is
+ * always null, so that a missing browser fails loudly instead of skipping.
+ */
+export function browserMissing(): string | null {
+  try {
+    findChrome();
+    return null;
+  } catch (e) {
+    return process.env['CI'] ? null : (e as Error).message;
+  }
+}
+
+export interface NodeRun {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  output: string;
+}
+
+/** Runs `node ...args` in the project root, collecting stdout and stderr; SIGKILL after `timeoutMs`. */
+export function runNode(args: string[], timeoutMs: number): Promise<NodeRun> {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => {
+      output += `\n[test] killed after ${timeoutMs / 1000} s`;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.on('error', rej);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      res({ code, signal, output });
+    });
+  });
+}
