@@ -1,5 +1,12 @@
 /// <reference types="vitest/config" />
 import { defineConfig } from 'vite';
+import { fileURLToPath } from 'node:url';
+
+/** Examples and the page import the library by its package name; resolve it to the sources. */
+const alias = {
+  'webgpu-streams/node': fileURLToPath(new URL('./src/node.ts', import.meta.url)),
+  'webgpu-streams': fileURLToPath(new URL('./src/index.ts', import.meta.url)),
+};
 
 /**
  * One config, four builds:
@@ -42,6 +49,7 @@ export default defineConfig(({ mode }) => {
   }
   return {
     root: 'bench/page',
+    resolve: { alias },
     base: './',
     build: { outDir: '../../dist/page', emptyOutDir: true, target: 'es2022' },
     server: { fs: { allow: ['../..'] } },
