@@ -2,13 +2,18 @@ import { describe, expect, it } from 'vitest';
 import type { Span } from '../bench/schema';
 import {
   axisTicks,
+  compressedScale,
   computeGeometry,
   formatDuration,
   hitTest,
   laneOrder,
   layoutLanes,
+  linearScale,
   niceStep,
+  scaleTicks,
   spanRect,
+  timeToX,
+  xToTime,
 } from '../bench/page/timeline';
 import { fmtMiB, fmtPercent, fmtSpeedup } from '../bench/page/table';
 
@@ -71,6 +76,16 @@ describe('layoutLanes', () => {
     expect(ev.row).toBe(0);
   });
 
+  it('draws ops that share one window (estimated per submit) as one group in one row', () => {
+    const est = (kind: Span['kind'], name: string): Span => ({ lane: 's0', kind, name, start: 1, end: 3, estimated: true });
+    const l = layoutLanes([est('upload', 'up'), est('kernel', 'k'), est('download', 'down'), span('s0', 3, 4)]);
+    expect(l.lanes[0]!.rows).toBe(1);
+    expect(l.lanes[0]!.count).toBe(4);
+    expect(l.placed).toHaveLength(2);
+    expect(l.placed[0]!.group.map((g) => g.name)).toEqual(['up', 'k', 'down']);
+    expect(l.placed[1]!.group).toHaveLength(1);
+  });
+
   it('drops spans with non-finite times', () => {
     const l = layoutLanes([span('s', 0, 1), span('s', Number.NaN, 2), span('t', 1, Number.POSITIVE_INFINITY)]);
     expect(l.placed).toHaveLength(1);
@@ -118,7 +133,7 @@ describe('geometry and hit testing', () => {
   const spans = [span('host', 0, 10, 'fill', 'fill 0'), span('s0', 2, 4, 'upload', 'up'), span('s0', 4, 8, 'kernel', 'k')];
   const layout = layoutLanes(spans);
   const geom = computeGeometry(layout, 1100, 100);
-  const view = { from: 0, to: 10 };
+  const view = linearScale(0, 10, geom.plotX, geom.plotW);
 
   it('stacks lanes without gaps', () => {
     expect(geom.lanes).toHaveLength(2);
@@ -139,6 +154,49 @@ describe('geometry and hit testing', () => {
     expect(hitTest(layout, geom, view, r.x + r.w / 2, r.y + r.h / 2)?.span.name).toBe('k');
     expect(hitTest(layout, geom, view, geom.plotX + 0.1 * geom.plotW, r.y + r.h / 2)).toBeUndefined();
     expect(hitTest(layout, geom, view, r.x + 2, 2)).toBeUndefined();
+  });
+});
+
+describe('compressedScale', () => {
+  // Work at 0-10 ms and 200-210 ms, nothing in between.
+  const layout = layoutLanes([span('s0', 0, 10), span('s1', 200, 205), span('host', 205, 210, 'host')]);
+
+  it('squeezes a long idle stretch to a fixed width and keeps the work linear', () => {
+    const sc = compressedScale(layout, 100, 1000, { gapPx: 50 });
+    const gaps = sc.segments.filter((s) => s.gap);
+    expect(gaps).toHaveLength(1);
+    expect(gaps[0]!.w).toBe(50);
+    expect(gaps[0]!.from).toBeGreaterThan(10);
+    expect(gaps[0]!.to).toBeLessThan(200);
+    // The two busy stretches get the same px per ms.
+    const live = sc.segments.filter((s) => !s.gap);
+    const rates = live.map((s) => s.w / (s.to - s.from));
+    expect(rates[0]).toBeCloseTo(rates[1]!, 9);
+    // Segments tile the plot.
+    const last = sc.segments[sc.segments.length - 1]!;
+    expect(sc.segments[0]!.x).toBe(100);
+    expect(last.x + last.w).toBeCloseTo(1100, 6);
+  });
+
+  it('round-trips time and x', () => {
+    const sc = compressedScale(layout, 100, 1000);
+    for (const t of [0, 5, 10, 150, 200, 207.5, 210]) expect(xToTime(sc, timeToX(sc, t))).toBeCloseTo(t, 6);
+    expect(timeToX(sc, 5)).toBeLessThan(timeToX(sc, 150));
+    expect(timeToX(sc, 150)).toBeLessThan(timeToX(sc, 201));
+  });
+
+  it('is linear when there is no long idle stretch', () => {
+    const dense = layoutLanes([span('s0', 0, 10), span('s0', 11, 20)]);
+    expect(compressedScale(dense, 0, 500).segments).toHaveLength(1);
+  });
+
+  it('keeps ticks off the squeezed gaps', () => {
+    const sc = compressedScale(layout, 100, 1000, { gapPx: 50 });
+    const gap = sc.segments.find((s) => s.gap)!;
+    const ticks = scaleTicks(sc);
+    expect(ticks.length).toBeGreaterThan(3);
+    expect(ticks.some((t) => t.value >= 200)).toBe(true);
+    for (const t of ticks) expect(t.x < gap.x - 20 || t.x > gap.x + gap.w + 20).toBe(true);
   });
 });
 

@@ -5,7 +5,9 @@
  * - URL params: `?autorun` (run without a click), `quick`, `scenarios=a,b` (subset by id),
  *   `report=/path` (when done, POST the SuiteResult JSON to that same-origin path),
  *   `runner=headless` (sets `device.runner`), `trace=<id>` (which scenario the timeline shows),
- *   `mock` (fake data for UI work; no GPU used, clearly labelled).
+ *   `gpuTimestamps` (time every GPU op for the timeline, where the adapter has timestamp-query;
+ *   otherwise GPU spans are estimated per submit), `mock` (fake data for UI work; no GPU used,
+ *   clearly labelled).
  * - `window.__bench = { state: 'idle' | 'running' | 'done' | 'error', result?, error? }`; the
  *   state turns 'done' / 'error' only after the page has rendered and the report POST settled.
  * - Progress goes to the console as `[bench] <message>` lines.
@@ -14,7 +16,7 @@
  *   never hang.
  */
 import type { DeviceReport, Progress, ScenarioResult, SuiteResult } from '../schema';
-import { deviceKind, renderScenario } from './table';
+import { deviceKind, firstLine, renderScenario } from './table';
 import { TimelineView, formatDuration, laneOrder } from './timeline';
 
 export interface BenchState {
@@ -60,6 +62,7 @@ const opts = {
   report: params.get('report'),
   runner: params.get('runner') === 'headless' ? ('headless' as const) : ('page' as const),
   trace: params.get('trace'),
+  gpuTimestamps: flag('gpuTimestamps'),
 };
 
 const bench: BenchState = { state: 'idle' };
@@ -160,6 +163,9 @@ function renderDevice(d: DeviceReport, mock: boolean): void {
     ['kind', mock ? 'mock (no GPU used)' : deviceKind(d), d.software ? 'soft' : 'real'],
     ['timestamp queries', d.timestampQuery ? 'yes' : 'no (GPU spans are estimated)', d.timestampQuery ? 'yes' : 'no'],
     ['runner', d.runner],
+    window.crossOriginIsolated
+      ? ['timer', 'fine (cross-origin isolated)']
+      : ['timer', 'coarse, ~0.1 ms (serve with COOP/COEP headers for finer timing)', 'no'],
     ['browser', browserName(d.userAgent)],
   ];
   for (const [k, v] of Object.entries(d.notes ?? {})) rows.push([k.replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase(), v]);
@@ -183,10 +189,18 @@ function renderDevice(d: DeviceReport, mock: boolean): void {
 function renderCapabilities(probe: ScenarioResult | undefined): void {
   if (!probe) return;
   ui.caps.replaceChildren();
+  if (!probe.verification.ok && !probe.variants.length) {
+    const li = document.createElement('li');
+    li.className = 'failed';
+    li.textContent = `The overlap probe failed: ${firstLine(probe.verification.mismatch ?? probe.verification.detail)}`;
+    li.title = probe.verification.mismatch ?? probe.verification.detail;
+    ui.caps.append(li);
+    return;
+  }
   for (const v of probe.verdicts) {
     const li = document.createElement('li');
-    const m = /:\s*(yes|no)\b/i.exec(v);
-    li.className = m ? (m[1]!.toLowerCase() === 'yes' ? 'yes' : 'no') : 'info';
+    const m = /^[^:(]*:\s*(yes|no|partly|partial)\b/i.exec(v);
+    li.className = m ? (m[1]!.toLowerCase().startsWith('part') ? 'partly' : m[1]!.toLowerCase()) : 'info';
     li.textContent = v;
     ui.caps.append(li);
   }
@@ -450,12 +464,12 @@ async function loadBackend(): Promise<Backend> {
   }
   // Loaded lazily so a browser without WebGPU still gets this page's explanation.
   const [lib, suite, dev] = await Promise.all([import('../../src/index'), import('../suite'), import('../device')]);
-  const ctx = await lib.createContext({ trace: true });
+  const ctx = await lib.createContext({ trace: opts.gpuTimestamps ? { gpuTimestamps: true } : true });
   return {
     mock: false,
     scenarios: suite.scenarios,
     device: dev.deviceReport(ctx, opts.runner),
-    run: (o) => suite.runSuite(ctx, o),
+    run: (o) => suite.runSuite(ctx, { ...o, runner: opts.runner }),
   };
 }
 

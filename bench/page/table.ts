@@ -76,6 +76,24 @@ const COLUMNS: { label: string; title?: string; class?: string }[] = [
   { label: 'verified', title: 'checked against a CPU reference (hover the mark for what was checked)', class: 'center' },
 ];
 
+/**
+ * Text that may carry an error's stack: the first line shown, the rest folded away in a
+ * `<details>` (a failed scenario's mismatch and verdict hold the full message and call site).
+ */
+export function longText(text: string, prefix = ''): HTMLElement {
+  const nl = text.indexOf('\n');
+  if (nl < 0) return el('span', { class: 'long-text', text: prefix + text });
+  const details = el('details', { class: 'long-text' }, el('summary', { text: prefix + text.slice(0, nl) }));
+  details.append(el('pre', { text: text.slice(nl + 1).replace(/^\s*\n/, '') }));
+  return details;
+}
+
+/** First line of a possibly multi-line message. */
+export function firstLine(text: string): string {
+  const nl = text.indexOf('\n');
+  return nl < 0 ? text : text.slice(0, nl);
+}
+
 /** One scenario's section: heading, parameters, table, verdicts. */
 export function renderScenario(r: ScenarioResult, description?: string): HTMLElement {
   const section = el('section', { class: 'scenario' });
@@ -156,17 +174,17 @@ export function renderScenario(r: ScenarioResult, description?: string): HTMLEle
   section.append(el('div', { class: 'table-wrap' }, table));
 
   const check = el(
-    'p',
+    'div',
     { class: `verification ${r.verification.ok ? 'ok' : 'bad'}` },
     el('strong', { text: r.verification.ok ? '✓ verified: ' : '✗ failed: ' }),
     r.verification.detail,
   );
-  if (r.verification.mismatch) check.append(el('span', { class: 'mismatch', text: ` (first mismatch: ${r.verification.mismatch})` }));
+  if (r.verification.mismatch) check.append(longText(r.verification.mismatch));
   section.append(check);
 
   if (r.verdicts.length) {
     const ul = el('ul', { class: 'verdicts' });
-    for (const v of r.verdicts) ul.append(el('li', { text: v }));
+    for (const v of r.verdicts) ul.append(el('li', {}, longText(v)));
     section.append(ul);
   }
   return section;

@@ -49,7 +49,14 @@ export function laneOrder(spans: readonly Span[]): string[] {
 }
 
 export interface PlacedSpan {
+  /** The first span of {@link group}. */
   span: Span;
+  /**
+   * Every span of the lane with exactly this start and end, in trace order (usually one). Without
+   * GPU timestamps all ops of one submit get the submit's window; they are drawn as one box in
+   * horizontal bands rather than as a made-up sequence.
+   */
+  group: Span[];
   /** Index into {@link TimelineLayout.lanes}. */
   lane: number;
   /** Sub-row inside the lane (overlapping spans of one lane stack). */
@@ -97,6 +104,7 @@ export function layoutLanes(spans: readonly Span[], maxRows = 4): TimelineLayout
     const rowEnd: number[] = [];
     let busy = 0;
     let coveredTo = -Infinity;
+    let prev: PlacedSpan | undefined;
     for (const span of sorted) {
       t0 = Math.min(t0, span.start);
       t1 = Math.max(t1, span.end, span.start);
@@ -105,7 +113,11 @@ export function layoutLanes(spans: readonly Span[], maxRows = 4): TimelineLayout
         coveredTo = span.end;
       }
       if (!(span.end > span.start)) {
-        placed.push({ span, lane, row: 0, instant: true });
+        placed.push({ span, group: [span], lane, row: 0, instant: true });
+        continue;
+      }
+      if (prev && prev.span.start === span.start && prev.span.end === span.end) {
+        prev.group.push(span);
         continue;
       }
       let row = rowEnd.findIndex((end) => end <= span.start);
@@ -120,7 +132,8 @@ export function layoutLanes(spans: readonly Span[], maxRows = 4): TimelineLayout
       } else {
         rowEnd[row] = span.end;
       }
-      placed.push({ span, lane, row, instant: false });
+      prev = { span, group: [span], lane, row, instant: false };
+      placed.push(prev);
     }
     lanes.push({ name: order[lane]!, rows: Math.max(1, rowEnd.length), count: laneSpans.length, busy });
   });
@@ -215,16 +228,137 @@ export interface ViewRange {
   to: number;
 }
 
+/**
+ * A piece of the time axis: `[from, to]` ms (relative to the layout's t0) drawn over `[x, x + w]`
+ * px. A `gap` segment is a stretch where every lane was idle, squeezed to a fixed width.
+ */
+export interface ScaleSegment {
+  from: number;
+  to: number;
+  x: number;
+  w: number;
+  gap: boolean;
+}
+
+/** Piecewise-linear time -> x mapping: one segment when zoomed, idle gaps squeezed otherwise. */
+export interface TimeScale {
+  segments: ScaleSegment[];
+}
+
+export function linearScale(from: number, to: number, plotX: number, plotW: number): TimeScale {
+  return { segments: [{ from, to: to > from ? to : from + 1, x: plotX, w: plotW, gap: false }] };
+}
+
+export interface CompressOptions {
+  /** Width of a squeezed gap, px. @default 52 */
+  gapPx?: number;
+  /** Squeeze idle stretches longer than this share of the whole trace. @default 0.08 */
+  minGapFraction?: number;
+  /** At most this share of the plot goes to squeezed gaps. @default 0.3 */
+  maxGapShare?: number;
+}
+
+/**
+ * The default scale of a trace: time runs linearly, except that stretches where no lane has any
+ * span (between the variants of a scenario, typically) are squeezed to `gapPx`, so the screenshot
+ * shows the work instead of an empty plot. Each squeezed gap keeps a little idle margin both sides.
+ */
+export function compressedScale(layout: TimelineLayout, plotX: number, plotW: number, opts: CompressOptions = {}): TimeScale {
+  const gapPx = opts.gapPx ?? 52;
+  const minFrac = opts.minGapFraction ?? 0.08;
+  const maxShare = opts.maxGapShare ?? 0.3;
+  const total = layout.t1 - layout.t0;
+  if (!(total > 0)) return linearScale(0, 1, plotX, plotW);
+  const iv = layout.placed.map((p) => [p.span.start - layout.t0, p.span.end - layout.t0] as const).sort((a, b) => a[0] - b[0]);
+  const merged: [number, number][] = [];
+  for (const [a, b] of iv) {
+    const last = merged[merged.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else merged.push([a, b]);
+  }
+  let gaps: [number, number][] = [];
+  for (let i = 1; i < merged.length; i++) {
+    const a = merged[i - 1]![1];
+    const b = merged[i]![0];
+    const g = b - a;
+    if (g > minFrac * total) {
+      const m = Math.min(0.015 * total, 0.15 * g);
+      gaps.push([a + m, b - m]);
+    }
+  }
+  const maxGaps = Math.max(0, Math.floor((maxShare * plotW) / gapPx));
+  if (gaps.length > maxGaps) {
+    gaps = [...gaps].sort((x, y) => y[1] - y[0] - (x[1] - x[0])).slice(0, maxGaps).sort((x, y) => x[0] - y[0]);
+  }
+  if (!gaps.length) return linearScale(0, total * 1.02, plotX, plotW);
+  const squeezed = gaps.reduce((acc, [a, b]) => acc + (b - a), 0);
+  const end = total + 0.02 * (total - squeezed);
+  const active = end - squeezed;
+  const rate = (plotW - gaps.length * gapPx) / active;
+  const segments: ScaleSegment[] = [];
+  let t = 0;
+  let x = plotX;
+  for (const [a, b] of gaps) {
+    segments.push({ from: t, to: a, x, w: (a - t) * rate, gap: false });
+    x += (a - t) * rate;
+    segments.push({ from: a, to: b, x, w: gapPx, gap: true });
+    x += gapPx;
+    t = b;
+  }
+  segments.push({ from: t, to: end, x, w: (end - t) * rate, gap: false });
+  return { segments };
+}
+
+/** x (px) of time `t` (ms relative to t0); extrapolates linearly outside the scale. */
+export function timeToX(scale: TimeScale, t: number): number {
+  const segs = scale.segments;
+  const first = segs[0]!;
+  const last = segs[segs.length - 1]!;
+  const at = (s: ScaleSegment) => s.x + ((t - s.from) / Math.max(1e-12, s.to - s.from)) * s.w;
+  if (t <= first.from) return at(first);
+  for (const s of segs) if (t <= s.to) return at(s);
+  return at(last);
+}
+
+/** Inverse of {@link timeToX}. */
+export function xToTime(scale: TimeScale, x: number): number {
+  const segs = scale.segments;
+  const at = (s: ScaleSegment) => s.from + ((x - s.x) / Math.max(1e-12, s.w)) * (s.to - s.from);
+  if (x <= segs[0]!.x) return at(segs[0]!);
+  for (const s of segs) if (x <= s.x + s.w) return at(s);
+  return at(segs[segs.length - 1]!);
+}
+
+/** Axis ticks of a scale: a 1-2-5 step over the unsqueezed time, none within `clearPx` of a gap. */
+export function scaleTicks(scale: TimeScale, pxPerTick = 90, clearPx = 22): { value: number; x: number; label: string }[] {
+  const live = scale.segments.filter((s) => !s.gap);
+  const ms = live.reduce((a, s) => a + (s.to - s.from), 0);
+  const px = live.reduce((a, s) => a + s.w, 0);
+  const step = niceStep(ms, Math.max(2, Math.floor(px / pxPerTick)));
+  const gaps = scale.segments.filter((s) => s.gap);
+  const out: { value: number; x: number; label: string }[] = [];
+  for (const s of live) {
+    for (const t of axisTicks(s.from, s.to, Math.max(1, (s.to - s.from) / step))) {
+      if (Math.abs(t.value - Math.round(t.value / step) * step) > step * 1e-6) continue;
+      const x = timeToX(scale, t.value);
+      if (gaps.some((g) => x > g.x - clearPx && x < g.x + g.w + clearPx)) continue;
+      out.push({ value: t.value, x, label: t.label });
+    }
+  }
+  // The same decimals everywhere.
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  return out.map((t) => ({ ...t, label: t.value.toFixed(decimals) }));
+}
+
 export function spanRect(
   p: PlacedSpan,
   geom: Geometry,
-  view: ViewRange,
+  scale: TimeScale,
   t0: number,
 ): { x: number; y: number; w: number; h: number } {
   const g = GEOMETRY;
-  const scale = geom.plotW / Math.max(1e-9, view.to - view.from);
-  const x0 = geom.plotX + (p.span.start - t0 - view.from) * scale;
-  const x1 = geom.plotX + (p.span.end - t0 - view.from) * scale;
+  const x0 = timeToX(scale, p.span.start - t0);
+  const x1 = timeToX(scale, p.span.end - t0);
   const lane = geom.lanes[p.lane]!;
   const y = lane.y + g.lanePad + p.row * (g.rowH + g.rowGap);
   return { x: x0, y, w: Math.max(0, x1 - x0), h: g.rowH };
@@ -234,14 +368,14 @@ export function spanRect(
 export function hitTest(
   layout: TimelineLayout,
   geom: Geometry,
-  view: ViewRange,
+  scale: TimeScale,
   x: number,
   y: number,
 ): PlacedSpan | undefined {
   let best: PlacedSpan | undefined;
   let bestW = Infinity;
   for (const p of layout.placed) {
-    const r = spanRect(p, geom, view, layout.t0);
+    const r = spanRect(p, geom, scale, layout.t0);
     const slack = p.instant || r.w < 4 ? 4 : 0;
     if (y < r.y || y > r.y + r.h) continue;
     if (x < r.x - slack || x > r.x + r.w + slack) continue;
@@ -297,7 +431,9 @@ export class TimelineView {
   private content: TimelineContent | undefined;
   private layout: TimelineLayout = layoutLanes([]);
   private geom: Geometry | undefined;
-  private view: ViewRange = { from: 0, to: 1 };
+  /** Zoomed window, or undefined for the whole trace with idle gaps squeezed. */
+  private zoom: ViewRange | undefined;
+  private scale: TimeScale = linearScale(0, 1, 0, 1);
   private drag: { x0: number; x1: number } | undefined;
   private hover: PlacedSpan | undefined;
   private readonly hatch = new Map<string, CanvasPattern | null>();
@@ -332,8 +468,7 @@ export class TimelineView {
   }
 
   private resetView(): void {
-    const span = this.layout.t1 - this.layout.t0;
-    this.view = { from: 0, to: span > 0 ? span * 1.02 : 1 };
+    this.zoom = undefined;
   }
 
   private local(e: MouseEvent): { x: number; y: number } {
@@ -341,10 +476,6 @@ export class TimelineView {
     return { x: e.clientX - r.left, y: e.clientY - r.top };
   }
 
-  private timeAt(x: number): number {
-    const g = this.geom!;
-    return this.view.from + ((x - g.plotX) / g.plotW) * (this.view.to - this.view.from);
-  }
 
   private onDown(e: MouseEvent): void {
     if (!this.geom || !this.layout.placed.length || e.button !== 0) return;
@@ -362,7 +493,7 @@ export class TimelineView {
     const a = clamp(Math.min(this.drag.x0, x));
     const b = clamp(Math.max(this.drag.x0, x));
     this.drag = undefined;
-    if (b - a >= 6) this.view = { from: this.timeAt(a), to: this.timeAt(b) };
+    if (b - a >= 6) this.zoom = { from: xToTime(this.scale, a), to: xToTime(this.scale, b) };
     this.render();
   }
 
@@ -374,7 +505,7 @@ export class TimelineView {
       this.render();
       return;
     }
-    this.setHover(hitTest(this.layout, this.geom, this.view, x, y), x, y);
+    this.setHover(hitTest(this.layout, this.geom, this.scale, x, y), x, y);
   }
 
   private setHover(p: PlacedSpan | undefined, x = 0, y = 0): void {
@@ -388,28 +519,34 @@ export class TimelineView {
     }
     if (changed) {
       const s = p.span;
-      const style = KIND_STYLE[s.kind];
       tip.replaceChildren();
-      const head = document.createElement('div');
-      head.className = 'tt-name';
-      head.textContent = s.name;
-      const meta = document.createElement('div');
-      meta.className = 'tt-meta';
-      const swatch = document.createElement('span');
-      swatch.className = 'swatch';
-      swatch.style.background = style?.color ?? '#888';
-      meta.append(swatch, `${style?.label ?? s.kind} · lane ${s.lane}`);
+      for (const g of p.group) {
+        const style = KIND_STYLE[g.kind];
+        const head = document.createElement('div');
+        head.className = 'tt-name';
+        head.textContent = g.name;
+        const meta = document.createElement('div');
+        meta.className = 'tt-meta';
+        const swatch = document.createElement('span');
+        swatch.className = 'swatch';
+        swatch.style.background = style?.color ?? '#888';
+        meta.append(swatch, `${style?.label ?? g.kind} · lane ${g.lane}`);
+        tip.append(head, meta);
+      }
       const time = document.createElement('div');
       time.className = 'tt-time';
       const dur = s.end - s.start;
       time.textContent =
         (p.instant ? `at ${formatDuration(s.start - this.layout.t0)} ms` : `${formatDuration(dur)} ms`) +
         (p.instant ? '' : `  (${formatDuration(s.start - this.layout.t0)} → ${formatDuration(s.end - this.layout.t0)} ms)`);
-      tip.append(head, meta, time);
-      if (s.estimated) {
+      tip.append(time);
+      if (p.group.some((g) => g.estimated)) {
         const est = document.createElement('div');
         est.className = 'tt-est';
-        est.textContent = 'estimated (no GPU timestamps)';
+        est.textContent =
+          p.group.length > 1
+            ? `estimated: these ${p.group.length} ops ran somewhere in their submit's window (no GPU timestamps)`
+            : 'estimated from submit and completion times (no GPU timestamps)';
         tip.append(est);
       }
       this.render();
@@ -497,7 +634,7 @@ export class TimelineView {
     }
 
     // Legend: only the kinds present, in legend order, plus "estimated" when any span is.
-    const present = new Set(this.layout.placed.map((p) => p.span.kind));
+    const present = new Set(this.layout.placed.flatMap((p) => p.group.map((g) => g.kind)));
     const anyEstimated = this.layout.placed.some((p) => p.span.estimated);
     let lx = g.pad;
     const ly = g.pad + g.titleH + g.legendH / 2 - 2;
@@ -518,9 +655,10 @@ export class TimelineView {
     }
 
     const t0 = this.layout.t0;
-    const { from, to } = this.view;
-    const scale = geom.plotW / Math.max(1e-9, to - from);
-    const xOf = (ms: number) => geom.plotX + (ms - from) * scale;
+    const scale = this.zoom
+      ? linearScale(this.zoom.from, this.zoom.to, geom.plotX, geom.plotW)
+      : compressedScale(this.layout, geom.plotX, geom.plotW);
+    this.scale = scale;
     const lanesBottom = geom.height - g.bottomPad;
 
     // Lane backgrounds and labels
@@ -546,12 +684,12 @@ export class TimelineView {
     ctx.fillRect(geom.plotX - 1, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
 
     // Axis and grid
-    const ticks = axisTicks(from, to, Math.max(2, Math.floor(geom.plotW / 90)));
+    const ticks = scaleTicks(scale);
     const axisY = geom.lanesTop - 8;
     ctx.font = `11px ${FONT}`;
     ctx.textAlign = 'center';
     for (const t of ticks) {
-      const x = Math.round(xOf(t.value)) + 0.5;
+      const x = Math.round(t.x) + 0.5;
       if (x < geom.plotX - 0.5 || x > geom.plotX + geom.plotW + 0.5) continue;
       ctx.fillStyle = 'rgba(27, 31, 36, 0.07)';
       ctx.fillRect(x - 0.5, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
@@ -563,6 +701,32 @@ export class TimelineView {
     }
     ctx.fillStyle = '#8c959f';
     ctx.fillRect(geom.plotX, axisY + 5, geom.plotW, 1);
+    // Squeezed idle gaps: a hatched band across the lanes, the skipped time on the axis.
+    for (const seg of scale.segments) {
+      if (!seg.gap) continue;
+      const pat = this.pattern(ctx, 'rgba(140, 149, 159, 0.35)');
+      ctx.fillStyle = '#ffffff';
+      ctx.fillRect(seg.x + 4, axisY - 2, seg.w - 8, 12);
+      if (pat) {
+        ctx.fillStyle = pat;
+        ctx.fillRect(seg.x + 4, geom.lanesTop, seg.w - 8, lanesBottom - geom.lanesTop);
+      }
+      ctx.fillStyle = '#8c959f';
+      ctx.fillRect(seg.x + 4, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+      ctx.fillRect(seg.x + seg.w - 5, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+      ctx.strokeStyle = '#8c959f';
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (const dx of [seg.w / 2 - 3, seg.w / 2 + 3]) {
+        ctx.moveTo(seg.x + dx - 3, axisY + 10);
+        ctx.lineTo(seg.x + dx + 3, axisY);
+      }
+      ctx.stroke();
+      ctx.fillStyle = '#6a737d';
+      ctx.font = `10px ${FONT}`;
+      ctx.textAlign = 'center';
+      ctx.fillText(`+${formatDuration(seg.to - seg.from)}`, seg.x + seg.w / 2, axisY - 8);
+    }
     ctx.textAlign = 'left';
     ctx.fillStyle = '#57606a';
     ctx.font = `600 11px ${FONT}`;
@@ -579,10 +743,11 @@ export class TimelineView {
         markers.push(p);
         continue;
       }
-      const r = spanRect(p, geom, this.view, t0);
+      const r = spanRect(p, geom, scale, t0);
       if (r.x + r.w < geom.plotX || r.x > geom.plotX + geom.plotW) continue;
       const w = Math.max(1, r.w);
-      this.swatch(ctx, p.span.kind, r.x, r.y, w, r.h, !!p.span.estimated);
+      if (p.group.length === 1) this.swatch(ctx, p.span.kind, r.x, r.y, w, r.h, !!p.span.estimated);
+      else this.bands(ctx, p.group, r.x, r.y, w, r.h);
       if (p === this.hover) {
         ctx.strokeStyle = '#1b1f24';
         ctx.lineWidth = 1.5;
@@ -593,10 +758,12 @@ export class TimelineView {
       if (visW > 26) {
         ctx.font = `11px ${FONT}`;
         const color = KIND_STYLE[p.span.kind]?.color ?? '#888888';
-        ctx.fillStyle = p.span.estimated || isLight(color) ? '#1b1f24' : '#ffffff';
+        const light = p.span.estimated || p.group.length > 1 || isLight(color);
+        ctx.fillStyle = light ? '#1b1f24' : '#ffffff';
         ctx.textAlign = 'left';
-        const text = fitText(ctx, p.span.name, visW - 8);
-        if (text && p.span.estimated) {
+        const name = p.group.length > 1 ? p.group.map((g) => g.name).join(' · ') : p.span.name;
+        const text = fitText(ctx, name, visW - 8);
+        if (text && light && (p.span.estimated || p.group.length > 1)) {
           // A light halo keeps the name readable over the hatching.
           ctx.strokeStyle = 'rgba(255, 255, 255, 0.85)';
           ctx.lineWidth = 3;
@@ -607,7 +774,7 @@ export class TimelineView {
       }
     }
     for (const p of markers) {
-      const r = spanRect(p, geom, this.view, t0);
+      const r = spanRect(p, geom, scale, t0);
       const cx = r.x;
       const cy = r.y + r.h / 2;
       const color = KIND_STYLE[p.span.kind]?.color ?? '#888888';
@@ -633,6 +800,38 @@ export class TimelineView {
       ctx.fillStyle = 'rgba(59, 111, 217, 0.6)';
       ctx.fillRect(a, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
       ctx.fillRect(b, geom.lanesTop, 1, lanesBottom - geom.lanesTop);
+    }
+  }
+
+  /** Ops that share one time window: one box, a horizontal band per op, in trace order. */
+  private bands(ctx: CanvasRenderingContext2D, group: readonly Span[], x: number, y: number, w: number, h: number): void {
+    const bh = h / group.length;
+    ctx.save();
+    ctx.beginPath();
+    if (w >= 4) ctx.roundRect(x, y, w, h, Math.min(3, w / 2));
+    else ctx.rect(x, y, w, h);
+    ctx.clip();
+    group.forEach((g, i) => {
+      const color = KIND_STYLE[g.kind]?.color ?? '#888888';
+      const by = y + i * bh;
+      ctx.fillStyle = withAlpha(color, g.estimated ? 0.38 : 0.9);
+      ctx.fillRect(x, by, w, bh);
+      if (g.estimated) {
+        const pat = this.pattern(ctx, withAlpha(color, 0.7));
+        if (pat) {
+          ctx.fillStyle = pat;
+          ctx.fillRect(x, by, w, bh);
+        }
+      }
+    });
+    ctx.restore();
+    if (w >= 3) {
+      ctx.strokeStyle = 'rgba(27, 31, 36, 0.35)';
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      if (w >= 4) ctx.roundRect(x + 0.5, y + 0.5, w - 1, h - 1, Math.min(3, w / 2));
+      else ctx.rect(x + 0.5, y + 0.5, w - 1, h - 1);
+      ctx.stroke();
     }
   }
 
