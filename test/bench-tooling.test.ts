@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../bench/browser';
 import { parseCliArgs, resultPaths } from '../bench/cli';
 import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../bench/report';
 import type { SuiteResult } from '../bench/schema';
@@ -142,6 +143,25 @@ describe('report text and files', () => {
     expect(() => parseCliArgs(['--scenarios', ','])).toThrow(/--scenarios/);
     expect(() => parseCliArgs(['--timeout', '0'])).toThrow(/--timeout/);
     expect(() => parseCliArgs(['--frobnicate'])).toThrow();
+  });
+});
+
+describe('finding and configuring Chromium', () => {
+  it('takes CHROME_PATH when it exists and says how to install when nothing is found', () => {
+    expect(findChrome({ CHROME_PATH: process.execPath })).toBe(process.execPath);
+    expect(() => findChrome({ CHROME_PATH: '/nonexistent/chrome' })).toThrow(ChromeNotFoundError);
+    expect(() => findChrome({ CHROME_PATH: '/nonexistent/chrome' })).toThrow(CHROME_INSTALL_HINT);
+    expect(CHROME_INSTALL_HINT).toBe('apt-get update && apt-get install -y chromium');
+  });
+
+  it('splits CHROME_GPU_FLAGS like a shell would for simple quoting', () => {
+    expect(splitFlags(' --a  --enable-features=X,Y\t--b="c d" ')).toEqual(['--a', '--enable-features=X,Y', '--b=c d']);
+  });
+
+  it('recognises software adapters', () => {
+    expect(isSoftwareAdapterInfo({ vendor: 'google', architecture: 'swiftshader', description: 'SwiftShader Device (Subzero)' })).toBe(true);
+    expect(isSoftwareAdapterInfo({ vendor: 'mesa', description: 'llvmpipe (LLVM 15.0.6, 256 bits)' })).toBe(true);
+    expect(isSoftwareAdapterInfo({ vendor: 'nvidia', architecture: 'hopper', description: 'NVIDIA H200' })).toBe(false);
   });
 });
 
