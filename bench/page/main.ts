@@ -282,14 +282,21 @@ function showTrace(): void {
     timeline.show(undefined);
     return;
   }
-  const lanes = laneOrder(s.trace).length;
-  const t0 = Math.min(...s.trace.map((x) => x.start));
-  const t1 = Math.max(...s.trace.map((x) => x.end));
-  const estimated = s.trace.some((x) => x.estimated);
-  const subtitle = s.trace.length
-    ? `${lanes} lane${lanes === 1 ? '' : 's'} · ${s.trace.length} spans · ${formatDuration(t1 - t0)} ms` +
-      `${estimated ? ' · GPU times estimated' : ''}${current?.device.description ? ` · ${current.device.description}` : ''}`
-    : undefined;
+  const valid = s.trace.filter((x) => Number.isFinite(x.start) && Number.isFinite(x.end));
+  const invalid = s.trace.length - valid.length;
+  const lanes = laneOrder(valid).length;
+  const t0 = Math.min(...valid.map((x) => x.start));
+  const t1 = Math.max(...valid.map((x) => x.end));
+  const estimated = valid.some((x) => x.estimated);
+  const parts = [
+    `${lanes} lane${lanes === 1 ? '' : 's'}`,
+    `${valid.length} spans`,
+    ...(valid.length ? [`${formatDuration(t1 - t0)} ms`] : []),
+    ...(invalid ? [`${invalid} span${invalid === 1 ? '' : 's'} without times`] : []),
+    ...(estimated ? ['GPU times estimated'] : []),
+    ...(current?.device.description ? [current.device.description] : []),
+  ];
+  const subtitle = s.trace.length ? parts.join(' · ') : undefined;
   timeline.show({ title: s.title, ...(subtitle ? { subtitle } : {}), spans: s.trace });
 }
 
@@ -522,6 +529,10 @@ async function run(only?: string[]): Promise<void> {
     current = only?.length && current && current.quick === result.quick ? merge(current, result) : result;
     renderResults(current);
     bench.result = current;
+    for (const s of result.scenarios) {
+      const bad = s.trace.filter((x) => !Number.isFinite(x.start) || !Number.isFinite(x.end)).length;
+      if (bad) log(`warning: ${s.id}: ${bad} of ${s.trace.length} trace spans have no finite start/end; the timeline leaves them out`);
+    }
     const failed = result.scenarios.filter((s) => !s.verification.ok).map((s) => s.id);
     const msg = `done: ${result.scenarios.length} scenario${result.scenarios.length === 1 ? '' : 's'}, ${failed.length ? `FAILED ${failed.join(', ')}` : 'all verified'}`;
     setProgress(msg, 1);

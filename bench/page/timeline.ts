@@ -626,7 +626,11 @@ export class TimelineView {
       ctx.font = `13px ${FONT}`;
       ctx.textAlign = 'center';
       ctx.fillText(
-        this.content ? 'This scenario recorded no spans.' : 'No trace yet: run a scenario to see its streams here.',
+        !this.content
+          ? 'No trace yet: run a scenario to see its streams here.'
+          : this.content.spans.length
+            ? `None of this scenario's ${this.content.spans.length} spans has finite start and end times.`
+            : 'This scenario recorded no spans.',
         width / 2,
         height / 2 + 10,
       );
@@ -652,6 +656,16 @@ export class TimelineView {
       this.swatch(ctx, 'kernel', lx, ly - 6, 12, 12, true);
       ctx.fillStyle = '#3d444d';
       ctx.fillText('estimated (hatched)', lx + 17, ly);
+    }
+    if (this.zoom) {
+      ctx.textAlign = 'right';
+      ctx.fillStyle = '#3b6fd9';
+      ctx.font = `600 12px ${FONT}`;
+      ctx.fillText(
+        `zoomed to ${formatDuration(this.zoom.to - this.zoom.from)} ms · double-click to reset`,
+        width - g.pad,
+        g.pad + g.titleH / 2 - 2,
+      );
     }
 
     const t0 = this.layout.t0;
