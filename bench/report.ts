@@ -81,7 +81,7 @@ export function formatVerdicts(result: SuiteResult): string {
 
 /** One line naming the device, e.g. `google swiftshader (SwiftShader Device (Subzero)) [software]`. */
 export function describeDevice(d: DeviceReport): string {
-  const name = [d.vendor, d.architecture].filter(Boolean).join(' ') || 'unknown adapter';
+  const name = [d.vendor, d.architecture, deviceName(d)].filter(Boolean).join(' ') || 'unknown adapter';
   return `${name}${d.description ? ` (${d.description})` : ''}${d.software ? ' [software]' : ''}, ` +
     `timestamp-query ${d.timestampQuery ? 'yes' : 'no'}`;
 }
@@ -159,13 +159,27 @@ const round3 = (x: number) => Math.round(x * 1000) / 1000;
 // Files
 // ---------------------------------------------------------------------------------------------
 
-/** `nvidia-hopper-h200`, `google-swiftshader-device-subzero`: the adapter's names, words deduplicated. */
-export function adapterSlug(d: Pick<DeviceReport, 'vendor' | 'architecture' | 'description'>): string {
+/**
+ * The adapter's model name where the runner knows one: `notes.device` (Dawn reports e.g.
+ * `nvidia-h200` there, while its description is the driver version), unless that is only a PCI id.
+ */
+export function deviceName(d: Pick<DeviceReport, 'notes'>): string {
+  const name = d.notes?.['device'] ?? '';
+  return /[a-z]/i.test(name) && !/^(0x)?[0-9a-f]+$/i.test(name) ? name : '';
+}
+
+/**
+ * `nvidia-h200`, `nvidia-hopper-h200`, `google-swiftshader-device-subzero`: vendor, architecture and
+ * model name (else the description), lower case, words deduplicated, bare numbers (driver versions)
+ * dropped when at least two other words remain.
+ */
+export function adapterSlug(d: Pick<DeviceReport, 'vendor' | 'architecture' | 'description' | 'notes'>): string {
   const words: string[] = [];
-  for (const part of [d.vendor, d.architecture, d.description]) {
+  for (const part of [d.vendor, d.architecture, deviceName(d) || d.description]) {
     for (const w of (part ?? '').toLowerCase().split(/[^a-z0-9]+/)) if (w && !words.includes(w)) words.push(w);
   }
-  const slug = words.join('-').slice(0, 60).replace(/-+$/, '');
+  const named = words.filter((w) => !/^\d+$/.test(w));
+  const slug = (named.length >= 2 ? named : words).join('-').slice(0, 60).replace(/-+$/, '');
   return slug || 'unknown-adapter';
 }
 

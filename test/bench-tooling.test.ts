@@ -122,6 +122,10 @@ describe('report text and files', () => {
       'google-swiftshader-device-subzero',
     );
     expect(adapterSlug({ vendor: '', architecture: '', description: '' })).toBe('unknown-adapter');
+    // Dawn on NVIDIA: the model is in notes.device, the description is the driver version.
+    expect(adapterSlug({ vendor: 'nvidia', architecture: '', description: 'NVIDIA: 580.159.04 580.159.4.0', notes: { device: 'nvidia-h200' } })).toBe('nvidia-h200');
+    expect(adapterSlug({ vendor: 'google', architecture: 'swiftshader', description: 'SwiftShader driver 5.0.0' })).toBe('google-swiftshader-driver');
+    expect(adapterSlug({ vendor: 'nvidia', architecture: 'hopper', description: 'NVIDIA H200', notes: { device: '0x2335' } })).toBe('nvidia-hopper-h200');
     expect(resultStem(sample())).toBe('2026-01-02-nvidia-hopper-h200-node');
     expect(resultPaths(sample(), '/tmp/x')).toEqual({
       json: '/tmp/x/2026-01-02-nvidia-hopper-h200-node.json',
