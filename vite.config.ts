@@ -2,6 +2,12 @@
 import { defineConfig } from 'vite';
 import { fileURLToPath } from 'node:url';
 
+/** Node CLIs, each bundled into one file dist/cli/<name>.mjs (only `webgpu`, puppeteer-core and node: stay imports). */
+const CLI_ENTRIES: Record<string, string> = {
+  'bench-node': 'bench/node.ts',
+  'bench-headless': 'bench/headless.ts',
+};
+
 /** Examples and the page import the library by its package name; resolve it to the sources. */
 const alias = {
   'webgpu-streams/node': fileURLToPath(new URL('./src/node.ts', import.meta.url)),
@@ -12,7 +18,7 @@ const alias = {
  * One config, four builds:
  * - default (`vite`, `vite build`): the benchmark page, root bench/page -> dist/page
  * - `--mode lib`: the library, src/index.ts + src/node.ts -> dist/lib (shaders inlined via ?raw)
- * - `--mode cli`: the Node runners (bench/node.ts, bench/headless.ts) -> dist/cli/*.mjs; the Node
+ * - `--mode cli-<name>`: one Node CLI (CLI_ENTRIES) -> dist/cli/<name>.mjs, a single file; the Node
  *   bench bundles everything but `webgpu`, so it runs where there is no npm (../shared/gpu/pack.sh)
  * - vitest: `test` below
  */
@@ -30,16 +36,22 @@ export default defineConfig(({ mode }) => {
       },
     };
   }
-  if (mode === 'cli') {
+  // One build per CLI, so each is a single file (shared code would otherwise split into chunks).
+  // `--mode cli-<name>` builds dist/cli/<name>.mjs from CLI_ENTRIES[name].
+  if (mode.startsWith('cli-')) {
+    const name = mode.slice(4);
+    const entry = CLI_ENTRIES[name];
+    if (!entry) throw new Error(`vite.config.ts: unknown CLI '${name}'; known: ${Object.keys(CLI_ENTRIES).join(', ')}`);
     return {
+      resolve: { alias },
       build: {
         outDir: 'dist/cli',
-        emptyOutDir: true,
+        emptyOutDir: false,
         target: 'node20',
         minify: false,
         ssr: true,
         rollupOptions: {
-          input: { 'bench-node': 'bench/node.ts', 'bench-headless': 'bench/headless.ts' },
+          input: { [name]: entry },
           external: ['webgpu', 'puppeteer-core', /^node:/],
           output: { entryFileNames: '[name].mjs', format: 'es' },
         },

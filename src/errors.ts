@@ -100,7 +100,13 @@ export class WebGpuUnavailableError extends StreamError {
  * them only when `.stack` is read, so this is cheap per op; formatting happens on failure only.
  */
 export function captureSite(enabled: boolean): Error | undefined {
-  return enabled ? new Error('enqueued here') : undefined;
+  if (!enabled) return undefined;
+  // Few frames: the library's own (2-3) and the user's nearest ones; fewer frames, less to collect.
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 8;
+  const e = new Error('enqueued here');
+  Error.stackTraceLimit = limit;
+  return e;
 }
 
 const INTERNAL_FRAME = /[\\/]src[\\/](stream|event|scheduler|errors|context|memory|pinned|kernels|op)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;

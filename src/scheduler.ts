@@ -312,7 +312,8 @@ export class Scheduler {
         break;
       }
       case 'copy':
-        this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, p.dst, p.dstOffset, p.size));
+        if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, p.dst, p.dstOffset, p.size));
+        else enc.copyBufferToBuffer(p.src, p.srcOffset, p.dst, p.dstOffset, p.size);
         break;
       case 'upload': {
         if (p.pinned) {

@@ -133,14 +133,16 @@ export class Stream {
     const site = this.#site('copy');
     const s = this.#unwrap(src, 'src', site);
     const d = this.#unwrap(dst, 'dst', site);
-    if (!(s.buffer.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
-    if (!(d.buffer.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
-    const r = this.#range(options, s.buffer.size, d.buffer.size, s.label, d.label, site);
+    if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
+    if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
+    const r = this.#range(options, s.size, d.size, s.label, d.label, site);
     if (s.buffer === d.buffer && r.srcOffset < r.dstOffset + r.size && r.dstOffset < r.srcOffset + r.size) {
       throw new InvalidArgumentError(`source and destination ranges of '${s.label}' overlap; WebGPU forbids overlapping copies within one buffer`, site);
     }
-    const tracked = [src, dst].filter((b): b is DeviceBuffer => b instanceof DeviceBuffer);
-    return this.#enqueue({ kind: 'copy', src: s.buffer, dst: d.buffer, ...r }, [], tracked, site, `copy ${s.label}->${d.label}`).id;
+    const tracked: DeviceBuffer[] = [];
+    if (src instanceof DeviceBuffer) tracked.push(src);
+    if (dst instanceof DeviceBuffer) tracked.push(dst);
+    return this.#enqueue({ kind: 'copy', src: s.buffer, srcOffset: r.srcOffset, dst: d.buffer, dstOffset: r.dstOffset, size: r.size }, [], tracked, site, `copy ${s.label}->${d.label}`).id;
   }
 
   /**
@@ -153,15 +155,15 @@ export class Stream {
   upload(src: PinnedBuffer | ArrayBufferView, dst: DeviceBuffer, options?: CopyOptions): number {
     const site = this.#site('upload');
     const d = this.#unwrap(dst, 'dst', site);
-    if (!(d.buffer.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
+    if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
     const tracked = dst instanceof DeviceBuffer ? [dst] : [];
     if (src instanceof PinnedBuffer) {
       this.#checkPinned(src, 'upload', site);
-      const r = this.#range(options, src.size, d.buffer.size, src.label, d.label, site);
+      const r = this.#range(options, src.size, d.size, src.label, d.label, site);
       return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, [], tracked, site, `upload ${src.label}->${d.label}`).id;
     }
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
-    const r = this.#range(options, src.byteLength, d.buffer.size, 'src', d.label, site);
+    const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
     const t0 = performance.now();
     const staging = this.#host.staging.acquireUpload(r.size, `${this.label} upload`);
     new Uint8Array(staging.getMappedRange(0, r.size)).set(new Uint8Array(src.buffer, src.byteOffset + r.srcOffset, r.size));
@@ -182,15 +184,15 @@ export class Stream {
   download(src: DeviceBuffer, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number {
     const site = this.#site('download');
     const s = this.#unwrap(src, 'src', site);
-    if (!(s.buffer.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
+    if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
     const tracked = src instanceof DeviceBuffer ? [src] : [];
     if (dst instanceof PinnedBuffer) {
       this.#checkPinned(dst, 'download', site);
-      const r = this.#range(options, s.buffer.size, dst.size, s.label, dst.label, site);
+      const r = this.#range(options, s.size, dst.size, s.label, dst.label, site);
       return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, [], tracked, site, `download ${s.label}->${dst.label}`).id;
     }
     if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
-    const r = this.#range(options, s.buffer.size, dst.byteLength, s.label, 'dst', site);
+    const r = this.#range(options, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
     return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, [], tracked, site, `download ${s.label}->host`).id;
   }
@@ -272,17 +274,17 @@ export class Stream {
     return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.callSite, name);
   }
 
-  #unwrap(b: unknown, what: string, site: ErrorSite): { buffer: GPUBuffer; label: string } {
+  #unwrap(b: unknown, what: string, site: ErrorSite): { buffer: GPUBuffer; label: string; size: number; usage: number } {
     if (b instanceof DeviceBuffer) {
       b.checkAlive(site);
-      return { buffer: b.buffer, label: b.label };
+      return b; // size and usage as plain fields: no native getter per op
     }
     if (b instanceof PinnedBuffer) {
       throw new InvalidArgumentError(`\`${what}\` is pinned host memory ('${b.label}'); use stream.upload()/download() to move it to or from a DeviceBuffer`, site);
     }
     if (b && typeof b === 'object' && 'usage' in b && 'size' in b && typeof (b as GPUBuffer).mapAsync === 'function') {
       const g = b as GPUBuffer;
-      return { buffer: g, label: g.label || 'GPUBuffer' };
+      return { buffer: g, label: g.label || 'GPUBuffer', size: g.size, usage: g.usage };
     }
     throw new InvalidArgumentError(`Expected \`${what}\` to be a DeviceBuffer (ctx.alloc) or GPUBuffer, got ${showValue(b)}`, site);
   }
@@ -295,6 +297,11 @@ export class Stream {
   }
 
   #range(options: CopyOptions | undefined, srcSize: number, dstSize: number, srcLabel: string, dstLabel: string, site: ErrorSite): { srcOffset: number; dstOffset: number; size: number } {
+    if (options === undefined) {
+      const size = Math.min(srcSize, dstSize);
+      if (size % 4 !== 0) expectAligned('size', size, 4, site);
+      return { srcOffset: 0, dstOffset: 0, size };
+    }
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, COPY_KEYS, site);
     const srcOffset = expectAligned('srcOffset', expectInteger('srcOffset', o.srcOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
