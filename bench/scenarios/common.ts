@@ -7,6 +7,7 @@ import type { Progress, ScenarioResult, Span, Variant } from '../schema';
 import type { Context, Stream, DeviceBuffer, GpuEvent } from '../../src/index';
 import { WORKGROUP_SIZE, dispatchSize, type Tolerance } from '../reference';
 import { median } from '../stats';
+import { isSoftwareAdapter } from '../device';
 
 /** Options every scenario takes. */
 export interface ScenarioOptions {
@@ -22,6 +23,22 @@ export interface Scenario<P extends object = Record<string, never>> {
   description: string;
   /** `params` overrides the quick/full defaults (tests use it to shrink sizes further). */
   run(ctx: Context, opts: ScenarioOptions & { params?: Partial<P> }): Promise<ScenarioResult>;
+}
+
+/**
+ * A scenario's parameters: the quick or full defaults, then `opts.params`. Full sizes on a
+ * software adapter (SwiftShader runs GPU work on the CPU) keep the sizes but run one warm-up and
+ * at most three repeats, so a full run there finishes in minutes.
+ */
+export function resolveParams<P extends { warmup: number; repeats: number }>(
+  ctx: Context,
+  opts: ScenarioOptions & { params?: Partial<P> },
+  full: P,
+  quick: P,
+): P {
+  const base = opts.quick ? quick : full;
+  const soft = !opts.quick && isSoftwareAdapter(ctx.adapterInfo);
+  return { ...base, ...(soft ? { warmup: Math.min(base.warmup, 1), repeats: Math.min(base.repeats, 3) } : {}), ...opts.params };
 }
 
 /** WebGPU flag values as numbers (the globals do not exist in Node unless installed). */
@@ -118,6 +135,31 @@ export class StreamTimer {
   }
 }
 
+/**
+ * Keeps the GPU busy with back-to-back sleep kernels for about `ms` of wall time, so its clocks
+ * are up before a calibration or a measurement (an idle GPU starts slow and speeds up under load,
+ * which skews a kernel calibrated cold). The number of launches per wait doubles while a batch is short.
+ */
+export async function warmUp(ctx: Context, ms = 50): Promise<void> {
+  const stream = ctx.createStream({ label: 'warm-up' });
+  const elements = 1024;
+  const buf = ctx.alloc(elements * 4, { label: 'warm-up.data' });
+  const [x, y] = grid(elements, 'sleep');
+  try {
+    let count = 1;
+    const t0 = performance.now();
+    while (performance.now() - t0 < ms) {
+      const l0 = performance.now();
+      for (let i = 0; i < count; i++) stream.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [x, y], constants: { iterations: 1024 } });
+      await stream.synchronize();
+      if (performance.now() - l0 < ms / 8 && count < 4096) count *= 2;
+    }
+  } finally {
+    buf.destroy();
+    stream.destroy();
+  }
+}
+
 /** Result of {@link calibrateSleep}. */
 export interface SleepCalibration {
   /** `iterations` override for `sleep.wgsl` that takes about `targetMs` on `elements` elements. */
@@ -138,9 +180,10 @@ export interface SleepCalibration {
  */
 export async function calibrateSleep(
   ctx: Context,
-  opts: { elements: number; targetMs: number; maxIterations?: number; label?: string },
+  opts: { elements: number; targetMs: number; maxIterations?: number; label?: string; warmUpMs?: number },
 ): Promise<SleepCalibration> {
   const { elements, targetMs } = opts;
+  await warmUp(ctx, opts.warmUpMs ?? 30);
   const maxIterations = opts.maxIterations ?? 1 << 24;
   const stream = ctx.createStream({ label: opts.label ?? 'calibrate' });
   const buf = ctx.alloc(elements * 4, { label: 'calibrate.data' });
@@ -284,44 +327,61 @@ export function verification(seed: number, checks: Check[]): ScenarioResult['ver
 }
 
 /**
- * Collects the trace of one representative repeat: the library's op spans from `ctx.trace`
- * (when the context traces) recorded while `fn` runs, plus host spans the scenario adds itself.
+ * Collects the trace of representative repeats: the library's op spans from `ctx.trace` (when the
+ * context traces) recorded while `fn` runs, plus host spans the scenario adds itself (lane 'host').
+ * Each recorded repeat is one segment. Segments from different variants ran seconds apart; in
+ * {@link TraceRecorder.result} they are moved next to each other, in order, with a small gap, so
+ * a timeline shows them side by side. Times inside a segment are kept as measured.
  */
 export class TraceRecorder {
-  readonly spans: Span[] = [];
-  #active = false;
+  readonly #segments: Span[][] = [];
+  #current: Span[] | null = null;
   constructor(readonly ctx: Context) {}
 
   /** Runs `fn` and keeps the spans it produced. Pass `keep = false` to run without recording. */
   async record<T>(fn: () => Promise<T>, keep = true): Promise<T> {
     if (!keep) return fn();
     const from = performance.now();
-    this.#active = true;
+    const segment: Span[] = [];
+    this.#current = segment;
     try {
       return await fn();
     } finally {
-      this.#active = false;
+      this.#current = null;
       await this.ctx.synchronize().catch(() => undefined);
-      this.spans.push(...librarySpans(this.ctx, from));
+      segment.push(...librarySpans(this.ctx, from));
+      if (segment.length) this.#segments.push(segment);
     }
   }
 
   /** A host span (fill, read, wait) while recording. */
-  host(kind: Span['kind'], name: string, start: number, end: number = performance.now(), lane = 'host'): void {
-    if (this.#active) this.spans.push({ lane, kind, name, start, end });
+  host(kind: Span['kind'], name: string, start: number, end: number = performance.now()): void {
+    this.#current?.push({ lane: 'host', kind, name, start, end });
   }
 
   /** Times a synchronous host step and records it as a span. */
-  hostStep<T>(kind: Span['kind'], name: string, fn: () => T, lane = 'host'): T {
+  hostStep<T>(kind: Span['kind'], name: string, fn: () => T): T {
     const t0 = performance.now();
     const r = fn();
-    this.host(kind, name, t0, performance.now(), lane);
+    this.host(kind, name, t0, performance.now());
     return r;
   }
 
-  /** Spans sorted by start, times relative to nothing (absolute performance.now() ms). */
+  /** Spans sorted by start; segments moved next to each other (see the class comment). */
   result(): Span[] {
-    return [...this.spans].sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
+    const segs = this.#segments
+      .map((spans) => ({ spans, start: Math.min(...spans.map((x) => x.start)), end: Math.max(...spans.map((x) => x.end)) }))
+      .sort((a, b) => a.start - b.start);
+    const longest = Math.max(0, ...segs.map((g) => g.end - g.start));
+    const gap = Math.max(0.2, 0.1 * longest);
+    const out: Span[] = [];
+    let cursor = segs[0]?.start ?? 0;
+    for (const g of segs) {
+      const shift = g.start > cursor + gap ? cursor + gap - g.start : 0;
+      for (const x of g.spans) out.push({ ...x, start: x.start + shift, end: x.end + shift });
+      cursor = Math.max(cursor, g.end + shift);
+    }
+    return out.sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
   }
 }
 

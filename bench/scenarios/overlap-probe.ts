@@ -34,6 +34,8 @@ import {
   roundTrip,
   times,
   verification,
+  warmUp,
+  resolveParams,
 } from './common';
 
 export interface OverlapProbeParams {
@@ -101,7 +103,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
     'Copy-only, compute-only and both at once; K disjoint dispatches vs one; host staging fill during GPU work; upload and read-back bandwidth per path against JS memcpy; host cost per enqueued op. CUDA declares deviceOverlap / asyncEngineCount / concurrentKernels; here they are measured.',
   async run(ctx, opts) {
     const t0 = performance.now();
-    const p: OverlapProbeParams = { ...(opts.quick ? QUICK : FULL), ...opts.params };
+    const p: OverlapProbeParams = resolveParams(ctx, opts, FULL, QUICK);
     const seed = p.seed || randomSeed();
     const progress = opts.progress ?? (() => {});
     const gen = rng(seed);
@@ -116,6 +118,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
     const sA = keep(ctx.createStream({ label: 'probe A' }));
     const sB = keep(ctx.createStream({ label: 'probe B' }));
     const M = { warmup: p.warmup, repeats: p.repeats };
+    await warmUp(ctx, opts.quick ? 10 : 100);
 
     try {
       // ---------------------------------------------------------------- round trip
@@ -138,18 +141,27 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
         sA.upload(copyData.subarray(0, Math.min(copyData.length, (p.copyBytes - off) / 4)), cSrc, { dstOffset: off });
       }
       await sA.synchronize();
-      const copyOnce = (s: Stream): void => void s.copy(cSrc, cDst);
+      // One copy's GPU time (timestamps where the device has them, else wall time less the round
+      // trip); the copy work is repeated until it lasts about `kernelMs`, and the kernel is
+      // calibrated to the same time, so perfect overlap would halve the serial time.
+      const copyTimer = new StreamTimer(ctx, sA);
+      const copyOne = (s: Stream): void => void s.copy(cSrc, cDst);
+      await copyTimer.time(() => copyOne(sA));
+      const copySamples: number[] = [];
+      for (let r = 0; r < Math.max(3, p.repeats); r++) copySamples.push(await copyTimer.time(() => copyOne(sA)));
+      const copyOneMs = median(copySamples);
+      const copyMs = copyTimer.gpu ? copyOneMs : Math.max(copyOneMs - rt, copyOneMs * 0.05);
+      const copies = Math.max(1, Math.min(64, Math.ceil(p.kernelMs / copyMs)));
+      const copyWork = (s: Stream): void => {
+        for (let i = 0; i < copies; i++) copyOne(s);
+      };
       const tCopy = await measure(async () => {
-        copyOnce(sA);
+        copyWork(sA);
         await sA.synchronize();
       }, M);
       const kBuf = keep(ctx.alloc(p.kernelElements * 4, { label: 'probe.kernel.data' }));
       const [kx, ky] = grid(p.kernelElements, 'sleep');
-      const kCal = await calibrateSleep(ctx, {
-        elements: p.kernelElements,
-        targetMs: Math.max(p.kernelMs, tCopy.median - rt),
-        label: 'probe.calibrate',
-      });
+      const kCal = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: copies * copyMs, label: 'probe.calibrate' });
       const kernelOnce = (s: Stream, buf: DeviceBuffer = kBuf, iterations = kCal.iterations, [x, y] = [kx, ky]): void =>
         void s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [x, y], constants: { iterations } });
       const tKernel = await measure(async () => {
@@ -157,7 +169,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
         await sA.synchronize();
       }, M);
       const tSerial = await measure(async () => {
-        copyOnce(sA);
+        copyWork(sA);
         kernelOnce(sA);
         await sA.synchronize();
       }, M);
@@ -165,17 +177,12 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
         ({ last }) =>
           trace.record(async () => {
             kernelOnce(sA);
-            copyOnce(sB);
+            copyWork(sB);
             ctx.flush();
             await Promise.all([sA.synchronize(), sB.synchronize()]);
           }, last),
         M,
       );
-      // Copy bandwidth from GPU time where timestamps exist; else wall time less the round trip.
-      const copyTimer = new StreamTimer(ctx, sA);
-      const copyGpu: number[] = [];
-      for (let r = 0; r < p.repeats; r++) copyGpu.push(await copyTimer.time(() => copyOnce(sA)));
-      const copyMs = copyTimer.gpu ? median(copyGpu) : tCopy.median - rt > 0.05 * tCopy.median ? tCopy.median - rt : tCopy.median;
       const ccIdeal = Math.max(tCopy.median, tKernel.median);
       variants.push(
         {
@@ -183,7 +190,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
           time: tCopy,
           ideal: null,
           gbps: round(gbps(p.copyBytes, copyMs)),
-          extra: { bytes: p.copyBytes, copyMs: round(copyMs), copyTiming: copyTimer.gpu ? 'GPU timestamps' : 'wall time less round trip' },
+          extra: { bytes: p.copyBytes, copies, copyMs: round(copyMs), copyTiming: copyTimer.gpu ? 'GPU timestamps' : 'wall time less round trip' },
         },
         { name: 'compute only', time: tKernel, ideal: null, extra: { iterations: kCal.iterations, elements: p.kernelElements } },
         { name: 'copy, then compute (1 stream)', time: tSerial, ideal: null },
@@ -191,7 +198,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       );
       const ccFrac = (tSerial.median - tBoth.median) / Math.max(1e-9, tSerial.median - ccIdeal);
       verdicts.push(
-        `copy/compute overlap: ${yesNo(ccFrac)} (copy ${ms(tCopy.median)} and kernel ${ms(tKernel.median)} on two streams took ${ms(tBoth.median)}; one after the other ${ms(tSerial.median)}; perfect overlap ${ms(ccIdeal)})`,
+        `copy/compute overlap: ${yesNo(ccFrac)} (${copies} x ${bytesText(p.copyBytes)} copy ${ms(tCopy.median)} and kernel ${ms(tKernel.median)} on two streams took ${ms(tBoth.median)}; one after the other ${ms(tSerial.median)}; perfect overlap ${ms(ccIdeal)})`,
       );
 
       // ---------------------------------------------------------------- concurrent kernels

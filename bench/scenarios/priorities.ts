@@ -21,6 +21,7 @@ import {
   type Check,
   type Scenario,
   MapFlag,
+  StreamTimer,
   TraceRecorder,
   Usage,
   bytesText,
@@ -32,6 +33,8 @@ import {
   round,
   times,
   verification,
+  warmUp,
+  resolveParams,
 } from './common';
 
 export interface PrioritiesParams {
@@ -45,8 +48,10 @@ export interface PrioritiesParams {
   batches: number;
   /** f32 elements per batch. */
   batchElements: number;
-  /** computeIntensive iterations per batch element. */
+  /** computeIntensive iterations per batch element; 0 = balance the kernel against the host work. */
   batchIterations: number;
+  /** Upper bound for balanced iterations. */
+  maxBatchIterations: number;
   /** Sleep durations for the event-timing check, ms, comma-separated. */
   timingMs: string;
   warmup: number;
@@ -60,7 +65,8 @@ const FULL: PrioritiesParams = {
   kernelElements: 4096,
   batches: 16,
   batchElements: 1 << 20,
-  batchIterations: 64,
+  batchIterations: 0,
+  maxBatchIterations: 4096,
   timingMs: '0.25,0.5,1,2,4',
   warmup: 2,
   repeats: 7,
@@ -73,6 +79,7 @@ const QUICK: PrioritiesParams = {
   batches: 6,
   batchElements: 1 << 14,
   batchIterations: 8,
+  maxBatchIterations: 64,
   timingMs: '1,3',
   warmup: 1,
   repeats: 3,
@@ -86,7 +93,7 @@ export const priorities: Scenario<PrioritiesParams> = {
     'A high-priority stream overtakes queued low-priority work (submission order from the trace); hostFn callbacks hand each next batch to the GPU (a prefetch pipeline) vs batches one after the other; elapsedTime against calibrated sleep kernels timed with raw timestamp queries.',
   async run(ctx, opts) {
     const t0 = performance.now();
-    const p: PrioritiesParams = { ...(opts.quick ? QUICK : FULL), ...opts.params };
+    const p: PrioritiesParams = resolveParams(ctx, opts, FULL, QUICK);
     const seed = p.seed || randomSeed();
     const progress = opts.progress ?? (() => {});
     const gen = rng(seed);
@@ -95,6 +102,7 @@ export const priorities: Scenario<PrioritiesParams> = {
     const verdicts: string[] = [];
     const spans: Span[] = [];
     const M = { warmup: p.warmup, repeats: p.repeats };
+    await warmUp(ctx, opts.quick ? 10 : 100);
 
     // ---------------------------------------------------------------- priorities
     progress('priorities: a high-priority stream vs queued low-priority work', 0);
@@ -191,10 +199,12 @@ export const priorities: Scenario<PrioritiesParams> = {
     // ---------------------------------------------------------------- host callbacks: prefetch
     progress('priorities: hostFn prefetch pipeline', 0.35);
     const trace = new TraceRecorder(ctx);
+    let batchIterations = p.batchIterations;
     {
       const n = p.batchElements;
       const bytes = n * 4;
-      const it = p.batchIterations;
+      let it = p.batchIterations;
+      let balanceNote = `iterations ${it} (fixed)`;
       const ci = ctx.kernels.computeIntensive;
       const [gx, gy] = grid(n, 'computeIntensive');
       const batches = Array.from({ length: p.batches }, () => gen.f32Array(n));
@@ -222,6 +232,37 @@ export const priorities: Scenario<PrioritiesParams> = {
           results[j]!.set(down[k]!.f32);
           trace.host('read', `batch ${j}`, r0);
         };
+        if (!it) {
+          // Balance: kernel time close to the host work per batch (fill + read-out) less the copies.
+          const timer = new StreamTimer(ctx, serialS);
+          const probeIt = 16;
+          const host: number[] = [];
+          const copies: number[] = [];
+          const kernel: number[] = [];
+          for (let r = 0; r < 4; r++) {
+            await up[0]!.ready();
+            const f0 = performance.now();
+            up[0]!.f32.set(batches[0]!);
+            const f1 = performance.now();
+            const u = await timer.time(() => serialS.upload(up[0]!, din[0]!));
+            const k = await timer.time(() =>
+              serialS.launch(ci, { bindings: [din[0]!, dout[0]!], workgroups: [gx, gy], constants: { iterations: probeIt } }),
+            );
+            const d = await timer.time(() => serialS.download(dout[0]!, down[0]!));
+            await down[0]!.ready();
+            const r0 = performance.now();
+            results[0]!.set(down[0]!.f32);
+            const r1 = performance.now();
+            if (r > 0) {
+              host.push(f1 - f0 + (r1 - r0));
+              copies.push(u + d);
+              kernel.push(k);
+            }
+          }
+          const want = median(host) - median(copies);
+          it = want <= 0 ? 1 : Math.max(1, Math.min(p.maxBatchIterations, Math.round((probeIt * want) / median(kernel))));
+          balanceNote = `iterations ${it}, balanced against host work ${ms(median(host))} per batch (kernel ${ms(median(kernel))} at ${probeIt} iterations)`;
+        }
         const fills: number[] = [];
         const gpus: number[] = [];
         const reads: number[] = [];
@@ -310,8 +351,9 @@ export const priorities: Scenario<PrioritiesParams> = {
         verdicts.push(
           `hostFn prefetch: ${ms(tPrefetch.median)} vs ${ms(tSerial.median)} one after the other = ${times(hv[1]!.speedup!)}` +
             (hv[1]!.efficiency !== undefined ? `, overlap efficiency ${hv[1]!.efficiency.toFixed(2)}` : '') +
-            ` (${p.batches} batches of ${bytesText(bytes)}; ideal max(host ${ms(hostWork)}, GPU ${ms(gpuWork)}) = ${ms(ideal)})`,
+            ` (${p.batches} batches of ${bytesText(bytes)}; ideal max(host ${ms(hostWork)}, GPU ${ms(gpuWork)}) = ${ms(ideal)}); ${balanceNote}`,
         );
+        batchIterations = it;
       } finally {
         await ctx.synchronize().catch(() => undefined);
         for (const b of [...up, ...down, ...din, ...dout]) b.destroy();
@@ -401,7 +443,7 @@ export const priorities: Scenario<PrioritiesParams> = {
     return {
       id: 'priorities',
       title: priorities.title,
-      params: { ...p, seed, sleepIterations: cal.iterations },
+      params: { ...p, seed, sleepIterations: cal.iterations, batchIterations },
       variants,
       verification: verification(seed, checks),
       verdicts,

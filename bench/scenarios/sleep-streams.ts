@@ -22,6 +22,8 @@ import {
   round,
   times,
   verification,
+  warmUp,
+  resolveParams,
 } from './common';
 
 export interface SleepStreamsParams {
@@ -49,11 +51,12 @@ export const sleepStreams: Scenario<SleepStreamsParams> = {
     'Each task = upload + calibrated sleep kernel + download (4 MiB each way at full size); the tasks run on one stream, then one per stream (reference 001: CUDA 5.00 ms -> 3.65 ms on an L20, 1.06x on an H200).',
   async run(ctx, opts) {
     const t0 = performance.now();
-    const p: SleepStreamsParams = { ...(opts.quick ? QUICK : FULL), ...opts.params };
+    const p: SleepStreamsParams = resolveParams(ctx, opts, FULL, QUICK);
     const seed = p.seed || randomSeed();
     const progress = opts.progress ?? (() => {});
     const bytes = p.elements * 4;
     const gen = rng(seed);
+    await warmUp(ctx, opts.quick ? 10 : 100);
 
     progress('sleep-streams: calibrating the sleep kernel', 0);
     const cal = p.iterations

@@ -25,6 +25,8 @@ import {
   ms,
   round,
   verification,
+  warmUp,
+  resolveParams,
 } from './common';
 
 export interface WeightLoadingParams {
@@ -57,7 +59,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
     'L vector_add layers (4 MiB activations and weights, ping-pong output): all weights resident vs on-demand loading into two reused slots with a load stream, a compute stream and events; device memory and time, swept over layer cost and L (reference 000).',
   async run(ctx, opts) {
     const t0 = performance.now();
-    const p: WeightLoadingParams = { ...(opts.quick ? QUICK : FULL), ...opts.params };
+    const p: WeightLoadingParams = resolveParams(ctx, opts, FULL, QUICK);
     const layerCounts = list(p.layers).filter((l) => Number.isInteger(l) && l >= 1);
     const costs = list(p.costs);
     const maxL = Math.max(...layerCounts);
@@ -83,12 +85,13 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
     const [sx, sy] = grid(p.costElements, 'sleep');
     const trace = new TraceRecorder(ctx);
     const checks: Check[] = [];
+    await warmUp(ctx, opts.quick ? 10 : 100);
 
     /** Host fill of weight i into its staging buffer (this CPU write is the host-to-device transfer). */
     const fillWeight = async (i: number, lane: string): Promise<PinnedBuffer> => {
       const pin = pins[i % 2]!;
       await pin.ready();
-      trace.hostStep('fill', `weight ${i}`, () => pin.f32.set(weights[i]!), lane);
+      trace.hostStep('fill', `${lane}: weight ${i}`, () => pin.f32.set(weights[i]!));
       return pin;
     };
     const layer = (i: number, w: DeviceBuffer, act: DeviceBuffer[], extraIterations: number): void => {
@@ -220,7 +223,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
           const loadTotal = loadTotals.get(L)!;
           const computeTotal = resident.time.median;
           const ideal = Math.max(loadTotal, computeTotal);
-          const common = { layers: L, cost, extraIterations: extraIt, loadMs: round(loadTotal), computeMs: round(computeTotal) };
+          const common = { layers: L, cost, extraIterations: extraIt, loadMs: round(loadTotal), computeMs: round(computeTotal), computeOverLoad: round(computeTotal / loadTotal) };
           const vs: Variant[] = [
             { name: `${tag}: resident`, time: resident.time, ideal: null, memoryBytes: resident.memoryBytes, extra: { ...common, weightsBytes: L * bytes } },
             { name: `${tag}: load, then compute`, time: serial.time, ideal: null, memoryBytes: serial.memoryBytes, extra: { ...common, weightsBytes: L * bytes } },
@@ -237,9 +240,12 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
           compare(vs);
           const ratio = slots.time.median / ideal;
           const hidden = ratio <= 1.1;
+          const computeOverLoad = computeTotal / loadTotal;
           verdicts.push(
-            `L=${L}, layer cost ${cost}x load: 2 slots ${ms(slots.time.median)} vs load-then-compute ${ms(serial.time.median)} and resident ${ms(resident.time.median)}; ` +
-              `${ratio.toFixed(2)}x of max(load ${ms(loadTotal)}, compute ${ms(computeTotal)}): loading ${hidden ? 'hides behind compute' : computeTotal >= loadTotal ? 'does not fully hide' : 'is the bottleneck (compute shorter than load)'}; ` +
+            `L=${L}, layer cost ${cost}x load (measured compute ${computeOverLoad.toFixed(2)}x load): 2 slots ${ms(slots.time.median)} vs load-then-compute ${ms(serial.time.median)} and resident ${ms(resident.time.median)}; ` +
+              `${ratio.toFixed(2)}x of max(load ${ms(loadTotal)}, compute ${ms(computeTotal)})` +
+              (computeTotal >= loadTotal ? ` (P4 target <= 1.10)` : '') +
+              `: loading ${hidden ? 'hides behind compute' : computeTotal >= loadTotal ? 'does not fully hide' : 'is the bottleneck (compute shorter than load)'}; ` +
               `memory ${bytesText(slots.memoryBytes)} vs ${bytesText(resident.memoryBytes)}`,
           );
         }
