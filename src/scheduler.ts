@@ -63,7 +63,7 @@ interface TimestampSet {
 class Batch {
   readonly ops: Op[] = [];
   readonly pinnedDownloads = new Map<import('./pinned.js').PinnedBuffer, Op[]>();
-  readonly pinnedUploads = new Set<import('./pinned.js').PinnedBuffer>();
+  readonly pinnedUploads = new Map<import('./pinned.js').PinnedBuffer, Op[]>();
   readonly stagingUploads: GPUBuffer[] = [];
   readonly readbacks: Op[] = [];
   /** Ops whose GPU timestamps (begin/end query indices) come back with this batch. */
@@ -319,7 +319,9 @@ export class Scheduler {
         if (p.pinned) {
           p.pinned.unmapForGpu();
           p.pinned.unencoded--;
-          b.pinnedUploads.add(p.pinned);
+          let uses = b.pinnedUploads.get(p.pinned);
+          if (!uses) b.pinnedUploads.set(p.pinned, (uses = []));
+          uses.push(op);
           this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.pinned!.buffer, p.srcOffset, p.dst, p.dstOffset, p.size));
         } else {
           const staging = p.staging!;
@@ -414,7 +416,16 @@ export class Scheduler {
     for (const op of b.ops) op.tSubmit = b.tSubmit;
 
     // Hand mapped memory back to the host as soon as the GPU is done with it.
-    for (const p of b.pinnedUploads) if (p.unencoded === 0 && p.state === 'unmapped') p.map().catch(() => {});
+    // A pinned upload buffer with no further claims is re-mapped now; its ops complete once it is
+    // mapped, so after `synchronize()` the host owns it again.
+    for (const [p, ops] of b.pinnedUploads) {
+      if (p.unencoded !== 0 || p.state !== 'unmapped') continue;
+      for (const op of ops) op.pendingParts++;
+      p.map().then(
+        () => ops.forEach((op) => this.#partDone(op)),
+        (e: unknown) => ops.forEach((op) => this.#fail(op, this.#asError(e, op))),
+      );
+    }
     for (const s of b.stagingUploads) this.staging.releaseUpload(s);
     for (const [p, ops] of b.pinnedDownloads) {
       p.map().then(

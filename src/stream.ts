@@ -136,8 +136,8 @@ export class Stream {
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
     const r = this.#range(options, s.size, d.size, s.label, d.label, site);
-    if (s.buffer === d.buffer && r.srcOffset < r.dstOffset + r.size && r.dstOffset < r.srcOffset + r.size) {
-      throw new InvalidArgumentError(`source and destination ranges of '${s.label}' overlap; WebGPU forbids overlapping copies within one buffer`, site);
+    if (s.buffer === d.buffer) {
+      throw new InvalidArgumentError(`source and destination are the same buffer '${s.label}'; WebGPU's copyBufferToBuffer forbids that even for disjoint ranges: copy through a second buffer`, site);
     }
     const tracked: DeviceBuffer[] = [];
     if (src instanceof DeviceBuffer) tracked.push(src);

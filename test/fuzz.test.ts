@@ -446,12 +446,9 @@ describe('fuzz: targeted programs', () => {
 });
 
 describe('fuzz: findings', () => {
-  // KNOWN BUG, found by the fuzzer (report of test/fuzz.test.ts): WebGPU rejects copyBufferToBuffer
-  // whenever source === destination, whatever the ranges, but Stream.copy only rejects overlapping
-  // ranges. The bad copy is encoded, the whole batch's submit is rejected, and every op in that
-  // batch fails with it, including unrelated work of other streams (here: an upload on a
-  // nonBlocking stream, whose data never arrives). Remove `.fails` once src/ rejects the call.
-  it.fails('copy within one buffer throws at the call and leaves other streams alone', async () => {
+  // Found by this fuzzer: WebGPU rejects copyBufferToBuffer whenever source === destination, whatever the ranges; the
+  // library must refuse it at the call, or the whole submit (other streams' work too) fails.
+  it('copy within one buffer throws at the call and leaves other streams alone', async () => {
     const s = ctx.createStream({ label: 'same-buffer' });
     const other = ctx.createStream({ label: 'bystander', nonBlocking: true });
     const b = ctx.alloc(1024, { label: 'b' });
