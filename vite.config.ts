@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 const CLI_ENTRIES: Record<string, string> = {
   'bench-node': 'bench/node.ts',
   'bench-headless': 'bench/headless.ts',
+  'bench-perf': 'bench/perf-node.ts',
 };
 
 /** Examples and the page import the library by its package name; resolve it to the sources. */

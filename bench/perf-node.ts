@@ -1,0 +1,204 @@
+/**
+ * `npm run bench:perf`: the performance metrics of issue 4 (P1..P6, growth tables) on Dawn (the
+ * `webgpu` npm package). Prints every metric with its target and PASS / FALL SHORT, the growth
+ * tables, and writes `<out>/<YYYY-MM-DD>-<adapter>-perf.json` with card, driver, date and commit.
+ *
+ * Built into dist/cli/bench-perf.mjs, whose only runtime imports are `webgpu` and node: builtins,
+ * so it runs on a GPU machine without npm: `source .gpu/env.sh && node dist/cli/bench-perf.mjs`.
+ * There is no git there: pass `--commit <sha>` (or PERF_COMMIT) to record the commit.
+ *
+ * Exit status: 0 when every figure was verified (targets missed are results, not failures),
+ * 1 when an output did not match its reference or a group threw, 2 on bad usage.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createNodeContext } from '../src/node';
+import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const ICD_DIRS = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d', '/usr/local/nvidia/share/vulkan/icd.d'];
+
+export interface PerfCliOptions {
+  quick: boolean;
+  only?: string[];
+  out: string;
+  timeoutMin?: number;
+  seed?: number;
+  commit?: string;
+  help: boolean;
+}
+
+export const PERF_USAGE = [
+  'usage: npm run bench:perf -- [--quick] [--only P1,P5,growth] [--out DIR] [--timeout MIN] [--seed N] [--commit SHA]',
+  '',
+  '  --quick          tiny sizes and few repeats (tests, CI; the numbers say little)',
+  `  --only a,b       metrics or groups to run: ${perfSelectors().join(', ')}`,
+  '  --out DIR        where to write the result JSON (default: bench-results)',
+  '  --timeout MIN    give up after MIN minutes (default: none)',
+  '  --seed N         seed of the random inputs (default: fresh, recorded in the result)',
+  '  --commit SHA     commit to record (default: $PERF_COMMIT, else git rev-parse HEAD)',
+].join('\n');
+
+/** Parses the flags; throws a TypeError naming the bad one. */
+export function parsePerfArgs(argv: string[]): PerfCliOptions {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      quick: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      out: { type: 'string', default: 'bench-results' },
+      timeout: { type: 'string' },
+      seed: { type: 'string' },
+      commit: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (positionals.length) throw new TypeError(`Unexpected argument \`${positionals[0]}\``);
+  const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
+  if (values.only !== undefined && !only?.length) throw new TypeError(`Expected \`--only\` to list metrics (P1,P2), got \`${values.only}\``);
+  if (only) selectGroups(only); // throws on unknown names
+  let timeoutMin: number | undefined;
+  if (values.timeout !== undefined) {
+    timeoutMin = Number(values.timeout);
+    if (!(timeoutMin > 0)) throw new TypeError(`Expected \`--timeout\` to be a positive number of minutes, got \`${values.timeout}\``);
+  }
+  let seed: number | undefined;
+  if (values.seed !== undefined) {
+    seed = Number(values.seed);
+    if (!Number.isInteger(seed) || seed <= 0 || seed >= 2 ** 32) throw new TypeError(`Expected \`--seed\` to be an integer from 1 to 2^32-1, got \`${values.seed}\``);
+  }
+  return { quick: values.quick ?? false, out: values.out ?? 'bench-results', help: values.help ?? false, ...(only ? { only } : {}), ...(timeoutMin ? { timeoutMin } : {}), ...(seed ? { seed } : {}), ...(values.commit ? { commit: values.commit } : {}) };
+}
+
+/** Points the Vulkan loader at SwiftShader when nothing chose a driver and no NVIDIA driver is installed. */
+function chooseVulkanDriver(env: NodeJS.ProcessEnv = process.env): string {
+  const chosen = env['VK_ICD_FILENAMES'] ?? env['VK_DRIVER_FILES'];
+  if (chosen) return `VK_ICD_FILENAMES/VK_DRIVER_FILES from the environment: ${chosen}`;
+  const nvidia = ICD_DIRS.some((d) => {
+    try {
+      return readdirSync(d).some((f) => /nvidia/i.test(f) && f.endsWith('.json'));
+    } catch {
+      return false;
+    }
+  });
+  if (nvidia) return 'system Vulkan drivers (an NVIDIA driver is installed)';
+  if (existsSync(SWIFTSHADER_ICD)) {
+    env['VK_ICD_FILENAMES'] = SWIFTSHADER_ICD;
+    return `SwiftShader (set VK_ICD_FILENAMES=${SWIFTSHADER_ICD})`;
+  }
+  return 'system Vulkan drivers';
+}
+
+/** NVIDIA driver version from /proc or nvidia-smi; undefined elsewhere. */
+export function driverVersion(): string | undefined {
+  try {
+    const v = readFileSync('/proc/driver/nvidia/version', 'utf8');
+    const m = /Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)/.exec(v) ?? /\b(\d{3,}\.\d+(?:\.\d+)?)\b/.exec(v);
+    if (m) return `NVIDIA ${m[1]}`;
+  } catch {
+    // not NVIDIA, or no /proc
+  }
+  try {
+    const out = execFileSync('nvidia-smi', ['--query-gpu=driver_version', '--format=csv,noheader'], { stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 }).toString().trim();
+    if (out) return `NVIDIA ${out.split('\n')[0]}`;
+  } catch {
+    // no nvidia-smi
+  }
+  return undefined;
+}
+
+function gitHead(): string | undefined {
+  try {
+    const sha = execFileSync('git', ['rev-parse', 'HEAD'], { stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 }).toString().trim();
+    return /^[0-9a-f]{40}$/.test(sha) ? sha : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes the result JSON (NaN becomes null) and returns its path. */
+export function writePerfResult(result: PerfResult, dir: string): string {
+  mkdirSync(resolve(dir), { recursive: true });
+  const path = join(resolve(dir), `${perfStem(result)}.json`);
+  writeFileSync(path, `${JSON.stringify(result, null, 2)}\n`);
+  return path;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let opts: PerfCliOptions;
+  try {
+    opts = parsePerfArgs(argv);
+  } catch (e) {
+    console.error(`bench:perf: ${(e as Error).message}\n\n${PERF_USAGE}`);
+    return 2;
+  }
+  if (opts.help) {
+    console.log(PERF_USAGE);
+    return 0;
+  }
+  const t0 = performance.now();
+  const vulkan = chooseVulkanDriver();
+  const driver = driverVersion();
+  console.log(`bench:perf: Node ${process.version}, Vulkan: ${vulkan}${driver ? `, driver ${driver}` : ''}`);
+  let timer: NodeJS.Timeout | undefined;
+  if (opts.timeoutMin) {
+    timer = setTimeout(() => {
+      console.error(`\nbench:perf: FAILED: no result after ${opts.timeoutMin} min`);
+      process.exit(1);
+    }, opts.timeoutMin * 60_000);
+    timer.unref();
+  }
+  const ctx = await createNodeContext({ label: 'perf' });
+  try {
+    console.log(`bench:perf: adapter: ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
+    let last = '';
+    const result = await runPerf(ctx, {
+      quick: opts.quick,
+      ...(opts.only ? { only: opts.only } : {}),
+      ...(opts.seed ? { seed: opts.seed } : {}),
+      runner: 'node',
+      createContext: (o) => createNodeContext(o),
+      progress: (message, fraction) => {
+        const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}%`.padStart(4)} ${message}`;
+        if (line === last) return;
+        last = line;
+        console.log(`${((performance.now() - t0) / 1000).toFixed(1).padStart(6)}s [perf] ${line}`);
+      },
+    });
+    const commit = opts.commit ?? process.env['PERF_COMMIT'] ?? gitHead();
+    const full: PerfResult = {
+      ...result,
+      ...(commit ? { commit } : {}),
+      ...(driver ? { driver } : {}),
+      device: { ...result.device, notes: { ...result.device.notes, node: process.version, vulkan, ...(driver ? { driver } : {}) } },
+    };
+    const problems = validatePerfResult(JSON.parse(JSON.stringify(full)));
+    const path = writePerfResult(full, opts.out);
+    console.log(`\n${formatPerf(full)}`);
+    if (problems.length) console.error(`bench:perf: malformed result:\n  ${problems.join('\n  ')}`);
+    console.log(`bench:perf: wrote ${path}`);
+    return full.ok && problems.length === 0 ? 0 : 1;
+  } finally {
+    clearTimeout(timer);
+    ctx.destroy();
+  }
+}
+
+const isEntry = (() => {
+  const argv1 = process.argv[1] ?? '';
+  return /bench-perf\.mjs$|perf-node\.ts$/.test(argv1);
+})();
+if (isEntry) {
+  main(process.argv.slice(2)).then(
+    // Exit explicitly: Dawn's instance may keep the event loop alive.
+    (code) => process.exit(code),
+    (e: unknown) => {
+      console.error('\nbench:perf: FAILED:', e);
+      process.exit(1);
+    },
+  );
+}

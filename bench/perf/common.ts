@@ -1,0 +1,220 @@
+/**
+ * What the perf metrics (issue 4: P1..P6 and the growth tables) share: the metric and table
+ * shapes, the options every group takes, interleaved repeats, and small formatting helpers.
+ * No DOM and no node: imports, so the page can run the same groups later.
+ */
+import type { Context, ContextOptions } from '../../src/index';
+import type { Progress } from '../schema';
+import { median } from '../stats';
+import type { Check } from '../scenarios/common';
+
+export const MiB = 1024 * 1024;
+
+/** Makes a second context on the same adapter (P5 needs one with `captureStacks: false`). */
+export type ContextFactory = (options: Omit<ContextOptions, 'gpu' | 'device' | 'keepAlive'>) => Promise<Context>;
+
+/** Options every metric group takes. */
+export interface PerfOptions {
+  /** Tiny sizes and few repeats (tests and CI on SwiftShader). */
+  quick: boolean;
+  progress?: Progress;
+  /** For groups that need a context with other options. Without it, those parts are skipped. */
+  createContext?: ContextFactory;
+  /** Seed of the random inputs. @default a fresh one (printed in every verification) */
+  seed?: number;
+}
+
+/** One measured metric with its target. */
+export interface PerfMetric {
+  /** 'P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P6'. */
+  id: string;
+  name: string;
+  /** NaN when skipped. */
+  value: number;
+  unit: string;
+  /** The target as text: '>= 0.90'. */
+  target: string;
+  /** Value meets the target and every output behind it was verified. */
+  pass: boolean;
+  /** Plain-language figures behind the value. */
+  detail: string;
+  /** The adapter, as one line. */
+  device: string;
+  /** Every output behind the figures matched its CPU reference. */
+  verified: boolean;
+  /** What was checked, with the seed; the first mismatch when not verified. */
+  verification: string;
+  /** The numbers behind the value, for the JSON (ms, GB/s, ratios). */
+  figures: Record<string, number | string | boolean>;
+  /** Why the metric could not be measured here (then `value` is NaN and `pass` false). */
+  skipped?: string;
+}
+
+/** A growth table (data size, streams, queued ops). */
+export interface PerfTable {
+  id: string;
+  title: string;
+  columns: string[];
+  rows: (number | string)[][];
+  /** The conclusion: "linear: ns/byte within 1.12x from 64 MiB to 1 GiB". */
+  verdict: string;
+  /** Every run behind the table was verified. */
+  verified: boolean;
+}
+
+/** What one metric group returns. */
+export interface PerfGroupResult {
+  metrics: PerfMetric[];
+  tables: PerfTable[];
+}
+
+/** One metric group: a plain async function of a context and options. */
+export interface PerfGroup {
+  id: string;
+  title: string;
+  /** Metric ids it produces. */
+  metrics: readonly string[];
+  run(ctx: Context, opts: PerfOptions): Promise<PerfGroupResult>;
+}
+
+/** One line naming the adapter. */
+export function deviceLine(ctx: Context): string {
+  const i = ctx.adapterInfo;
+  const words: string[] = [];
+  for (const part of [i.vendor, i.architecture, i.description, i.device]) {
+    const s = String(part ?? '').trim();
+    if (s && !words.some((w) => w.toLowerCase() === s.toLowerCase())) words.push(s);
+  }
+  return words.join(' / ') || 'unknown adapter';
+}
+
+/** Folds checks into the metric's verification fields. */
+export function verdictOf(checks: Check[], seed: number): { verified: boolean; verification: string } {
+  const bad = checks.filter((c) => !c.ok);
+  if (checks.length === 0) return { verified: false, verification: 'nothing was checked' };
+  if (bad.length) return { verified: false, verification: `MISMATCH: ${bad.map((c) => c.mismatch ?? c.detail).join('; ')} (seed ${seed})` };
+  return { verified: true, verification: `${checks.map((c) => c.detail).join('; ')} (seed ${seed})` };
+}
+
+/** Builds a metric; `pass` is forced false when the outputs did not verify. */
+export function metric(
+  ctx: Context,
+  m: Omit<PerfMetric, 'device' | 'verified' | 'verification' | 'pass'> & { meets: boolean; checks: Check[]; seed: number },
+): PerfMetric {
+  const { meets, checks, seed, ...rest } = m;
+  const v = verdictOf(checks, seed);
+  return { ...rest, value: round(rest.value), pass: meets && v.verified && !rest.skipped && Number.isFinite(rest.value), device: deviceLine(ctx), ...v };
+}
+
+/** A metric that could not be measured on this device. */
+export function skippedMetric(ctx: Context, id: string, name: string, unit: string, target: string, why: string): PerfMetric {
+  return { id, name, value: Number.NaN, unit, target, pass: false, detail: why, device: deviceLine(ctx), verified: false, verification: 'not run', figures: {}, skipped: why };
+}
+
+/**
+ * Runs the named variants `repeats` times each, interleaved (a, b, c, a, b, c, ...) after one
+ * warm-up round, so drift (clocks, other load) hits every variant alike. A variant's sample is
+ * what it resolves to (ms). Returns the samples per variant.
+ */
+export async function interleaved<K extends string>(
+  variants: Record<K, (info: { last: boolean; warmup: boolean }) => Promise<number>>,
+  repeats: number,
+  warmup = 1,
+): Promise<Record<K, number[]>> {
+  const keys = Object.keys(variants) as K[];
+  const out = Object.fromEntries(keys.map((k) => [k, [] as number[]])) as Record<K, number[]>;
+  for (let r = 0; r < warmup + repeats; r++) {
+    for (const k of keys) {
+      const t = await variants[k]({ last: r === warmup + repeats - 1, warmup: r < warmup });
+      if (r >= warmup) out[k].push(t);
+    }
+  }
+  return out;
+}
+
+export { median };
+
+/** Rounds for the JSON (4 decimals keep ms, GB/s and ratios readable). */
+export function round(x: number, digits = 4): number {
+  if (!Number.isFinite(x)) return x;
+  const p = 10 ** digits;
+  return Math.round(x * p) / p;
+}
+
+/** GB/s (1e9 bytes per second) of `bytes` in `ms`. */
+export function gbps(bytes: number, ms: number): number {
+  return ms > 0 ? bytes / ms / 1e6 : Infinity;
+}
+
+/** `1.23`, `45.6`, `0.0123`. */
+export function num(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  const a = Math.abs(x);
+  return a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : a >= 1 ? x.toFixed(2) : a >= 0.01 ? x.toFixed(3) : x.toPrecision(2);
+}
+
+/** `16 MiB`, `256 KiB`. */
+export function sizeText(b: number): string {
+  if (b >= MiB && b % MiB === 0) return `${b / MiB} MiB`;
+  if (b >= MiB) return `${(b / MiB).toFixed(2)} MiB`;
+  if (b >= 1024) return `${+(b / 1024).toFixed(2)} KiB`;
+  return `${b} B`;
+}
+
+/** A fresh seed when none was given. */
+export function seedOf(opts: PerfOptions): number {
+  if (opts.seed && Number.isInteger(opts.seed)) return opts.seed >>> 0 || 1;
+  const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint32Array) => Uint32Array } }).crypto;
+  const v = c?.getRandomValues ? c.getRandomValues(new Uint32Array(1))[0]! : Math.floor(Math.random() * 2 ** 32);
+  return v >>> 0 || 1;
+}
+
+/** Fast seeded random bytes (xorshift32 words), for transfer tests where the values do not matter but must differ. */
+export function randomBytes(seed: number, bytes: number): Uint8Array<ArrayBuffer> {
+  const words = new Uint32Array(Math.ceil(bytes / 4));
+  let x = seed >>> 0 || 0x9e3779b9;
+  for (let i = 0; i < words.length; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    words[i] = x;
+  }
+  return new Uint8Array(words.buffer, 0, bytes);
+}
+
+/**
+ * Seeded random f32 in [lo, hi): fast enough for 1 GiB (xorshift32, 23 mantissa bits). Values
+ * are exact multiples of 2^-23 * (hi - lo), so every one is a normal f32.
+ */
+export function randomF32(seed: number, n: number, lo = -1, hi = 1): Float32Array {
+  const out = new Float32Array(n);
+  let x = seed >>> 0 || 0x9e3779b9;
+  const scale = (hi - lo) / 8388608;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    out[i] = lo + (x >>> 9) * scale;
+  }
+  return out;
+}
+
+/** Waits a macrotask: lets completions land and keeps long runs responsive. */
+export function tick(): Promise<void> {
+  return new Promise((r) => setTimeout(r, 0));
+}
+
+/** Sampled indices of `n` elements: the first and last `edge`, and `middle` evenly spaced between. */
+export function sampleIndices(n: number, edge = 256, middle = 2048): number[] {
+  if (n <= 2 * edge + middle) return Array.from({ length: n }, (_, i) => i);
+  const out: number[] = [];
+  for (let i = 0; i < edge; i++) out.push(i);
+  const step = (n - 2 * edge) / middle;
+  for (let j = 0; j < middle; j++) out.push(edge + Math.floor(j * step));
+  for (let i = n - edge; i < n; i++) out.push(i);
+  return out;
+}

@@ -1,0 +1,389 @@
+/**
+ * P1: overlap efficiency of the chunked pipeline, (t_sync - t_ovl) / (t_sync - t_ideal), with
+ * t_ideal = max(host work, GPU work) measured alone in the same run, from 16 MiB to 1 GiB (capped
+ * by the device's buffer limits and a time budget), host and GPU work balanced by the kernel's
+ * iteration count. Also the growth table: pipeline time vs data size.
+ */
+import type { Context, PinnedBuffer } from '../../src/index';
+import type { Check } from '../scenarios/common';
+import { checkBytes } from '../scenarios/common';
+import {
+  MiB,
+  interleaved,
+  median,
+  metric,
+  num,
+  randomF32,
+  round,
+  seedOf,
+  sizeText,
+  skippedMetric,
+  type PerfGroup,
+  type PerfGroupResult,
+  type PerfOptions,
+  type PerfTable,
+} from './common';
+import { checkPipelineOutput, chunksOf, LibPipeline, SyncPass, type ChunkPlan } from './pipeline';
+
+interface Params {
+  sizes: number[];
+  /** Chunk counts to try per size (the fastest is measured). */
+  chunkCounts: number[];
+  minChunkBytes: number;
+  maxChunkBytes: number;
+  ring: number;
+  repeats: number;
+  /** Iterations used to fit the kernel's cost. */
+  probeIterations: number;
+  maxIterations: number;
+  /** Sizes that would push the group past this are skipped (and said so). */
+  budgetMs: number;
+}
+
+const FULL: Params = {
+  sizes: [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB],
+  chunkCounts: [8, 16, 32, 64],
+  minChunkBytes: 256 * 1024,
+  maxChunkBytes: 32 * MiB,
+  ring: 4,
+  repeats: 5,
+  probeIterations: 256,
+  maxIterations: 1 << 16,
+  budgetMs: 120_000,
+};
+const QUICK: Params = {
+  sizes: [256 * 1024, 1 * MiB],
+  chunkCounts: [4, 8, 16],
+  minChunkBytes: 16 * 1024,
+  maxChunkBytes: 32 * MiB,
+  ring: 3,
+  repeats: 2,
+  probeIterations: 8,
+  maxIterations: 256,
+  budgetMs: 20_000,
+};
+
+export const TARGET_P1 = 0.9;
+
+/** Host time of `fn` with a minimum of repeats. */
+async function minOf(n: number, fn: () => Promise<number>): Promise<number> {
+  let best = Infinity;
+  for (let i = 0; i < n; i++) best = Math.min(best, await fn());
+  return best;
+}
+
+interface SizeRow {
+  bytes: number;
+  plan: ChunkPlan;
+  sync: number;
+  ovl: number;
+  host: number;
+  gpu: number;
+  ideal: number;
+  efficiency: number;
+  speedup: number;
+  syncFill: number;
+  syncGpu: number;
+  syncRead: number;
+  gpuMethod: string;
+  tuning: string;
+}
+
+export const overlapGroup: PerfGroup = {
+  id: 'overlap',
+  title: 'P1: chunked pipeline overlap efficiency, and pipeline time vs data size',
+  metrics: ['P1'],
+  async run(ctx: Context, opts: PerfOptions): Promise<PerfGroupResult> {
+    const p = opts.quick ? QUICK : FULL;
+    const progress = opts.progress ?? (() => {});
+    const seed = seedOf(opts);
+    const cap = Math.min(ctx.limits.maxBufferSize, ctx.limits.maxStorageBufferBindingSize);
+    const sizes = p.sizes.filter((s) => s <= cap);
+    const capped = p.sizes.filter((s) => s > cap);
+    if (sizes.length === 0) {
+      return { metrics: [skippedMetric(ctx, 'P1', 'chunked pipeline overlap efficiency', 'ratio', `>= ${TARGET_P1.toFixed(2)}`, `maxBufferSize ${cap} is below the smallest size`)], tables: [] };
+    }
+    const tStart = performance.now();
+    const maxN = sizes[sizes.length - 1]! / 4;
+    progress('P1: random input', 0);
+    const src = randomF32(seed, maxN);
+    const checks: Check[] = [];
+    const rows: SizeRow[] = [];
+    const notes: string[] = capped.length ? [`skipped ${capped.map(sizeText).join(', ')}: above maxBufferSize / maxStorageBufferBindingSize (${sizeText(cap)})`] : [];
+    // Kernel cost model per element: gpu(it) = n * (a + b * it), fitted once at the first size.
+    let perElemA = 0;
+    let perElemB = 0;
+    let lastCost = 0;
+    let lastBytes = 0;
+    let keptIterations = 0;
+
+    for (const [si, bytes] of sizes.entries()) {
+      const frac = si / sizes.length;
+      const n = bytes / 4;
+      const elapsed = performance.now() - tStart;
+      if (lastCost > 0 && elapsed + lastCost * (bytes / lastBytes) > p.budgetMs) {
+        notes.push(`skipped ${sizes.slice(si).map(sizeText).join(', ')}: the projected time (${num((lastCost * (bytes / lastBytes)) / 1000)} s for ${sizeText(bytes)}) would pass the ${p.budgetMs / 1000} s budget`);
+        break;
+      }
+      const tSize = performance.now();
+      const input = src.subarray(0, n);
+      const outSync = new Float32Array(n);
+      const outOvl = new Float32Array(n);
+      const sync = new SyncPass(ctx, n, 1);
+      const pipes: LibPipeline[] = [];
+      try {
+        // --- balance host and GPU work (kernel iterations) with a mid-size chunk plan.
+        progress(`P1 ${sizeText(bytes)}: balancing host and GPU work`, frac);
+        const counts = p.chunkCounts.filter((c) => bytes / c >= p.minChunkBytes && bytes / c <= p.maxChunkBytes && c >= p.ring && n % (c * 256) === 0);
+        if (counts.length === 0) counts.push(p.ring);
+        const mid = counts[Math.floor(counts.length / 2)]!;
+        const probe = new LibPipeline(ctx, { elements: n, chunkElements: n / mid, ring: p.ring, iterations: 1 }, 'probe');
+        pipes.push(probe);
+        await probe.hostOnly(input, outOvl); // first touch of the mapped ranges
+        const host = await minOf(3, () => probe.hostOnly(input, outOvl));
+        const gpuAt = async (it: number): Promise<number> => {
+          (probe.plan as ChunkPlan).iterations = it;
+          await probe.gpuOnly(sync.up, sync.down); // compiles this override value
+          return minOf(2, async () => (await probe.gpuOnly(sync.up, sync.down)).ms);
+        };
+        if (si === 0) {
+          const g1 = await gpuAt(1);
+          const g2 = await gpuAt(p.probeIterations);
+          perElemB = Math.max(1e-12, (g2 - g1) / (p.probeIterations - 1) / n);
+          perElemA = Math.max(0, g1 / n - perElemB);
+        }
+        const solve = (): number => Math.max(1, Math.min(p.maxIterations, Math.round((host / n - perElemA) / perElemB)));
+        // Same iterations at every size (so the growth table compares equal work per byte),
+        // unless host and GPU work drifted more than 25% apart at this size.
+        let iterations = keptIterations || solve();
+        let gpu = await gpuAt(iterations);
+        let rebalanced = false;
+        if (keptIterations && Math.abs(gpu - host) > 0.25 * host) {
+          iterations = solve();
+          gpu = await gpuAt(iterations);
+          rebalanced = true;
+        }
+        if (Math.abs(gpu - host) > 0.1 * host && iterations < p.maxIterations && host / n > perElemA) {
+          // Refit the slope at this point (the kernel's fixed memory pass is not quite linear).
+          perElemB = Math.max(1e-12, (gpu / n - perElemA) / iterations);
+          const next = solve();
+          if (next !== iterations) {
+            iterations = next;
+            gpu = await gpuAt(iterations);
+            rebalanced = rebalanced || keptIterations !== 0;
+          }
+        }
+        if (!keptIterations) keptIterations = iterations;
+        const balance = `host ${num(host)} ms, GPU ${num(gpu)} ms at ${iterations} iterations${rebalanced ? ' (rebalanced at this size)' : ''}`;
+        (sync as { iterations: number }).iterations = iterations;
+
+        // --- the best chunk count for this size (2 runs each, the faster kept).
+        let best = { count: mid, ms: Infinity };
+        const tried: string[] = [];
+        for (const c of counts) {
+          progress(`P1 ${sizeText(bytes)}: trying ${c} chunks`, frac);
+          const pipe = new LibPipeline(ctx, { elements: n, chunkElements: n / c, ring: p.ring, iterations }, `try${c}`);
+          try {
+            const ms = await minOf(2, () => pipe.run(input, outOvl));
+            tried.push(`${c}: ${num(ms)} ms`);
+            if (ms < best.ms) best = { count: c, ms };
+          } finally {
+            await pipe.destroy();
+          }
+        }
+        await probe.destroy();
+        pipes.length = 0;
+        const plan: ChunkPlan = { elements: n, chunkElements: n / best.count, ring: p.ring, iterations };
+        const ovl = new LibPipeline(ctx, plan, 'ovl');
+        pipes.push(ovl);
+
+        // --- measured: sync, overlapped, host alone, GPU alone, interleaved.
+        progress(`P1 ${sizeText(bytes)}: measuring (${best.count} chunks)`, frac + 0.5 / sizes.length);
+        const phases: { fill: number; gpu: number; read: number }[] = [];
+        let gpuMethod = 'wall';
+        const cache = new Map<number, number>();
+        const label = sizeText(bytes);
+        // Each variant's last measured run is checked right after it (outside its timed part).
+        const samples = await interleaved(
+          {
+            sync: async ({ last, warmup }) => {
+              if (last) outSync.fill(Number.NaN);
+              const r = await sync.run(input, outSync);
+              if (!warmup) phases.push(r);
+              if (last) checks.push(checkPipelineOutput(`${label} sync`, outSync, input, n, iterations, cache));
+              return r.total;
+            },
+            ovl: async ({ last }) => {
+              if (last) outOvl.fill(Number.NaN);
+              const ms = await ovl.run(input, outOvl);
+              if (last) checks.push(checkPipelineOutput(`${label} overlapped`, outOvl, input, n, iterations, cache));
+              return ms;
+            },
+            host: async ({ last }) => {
+              const ms = await ovl.hostOnly(input, outOvl);
+              if (last) checks.push(checkHostOnly(ovl, input, outOvl, `${label} host-only`));
+              return ms;
+            },
+            gpu: async ({ last }) => {
+              if (last) {
+                await sync.down.ready();
+                sync.down.f32.fill(Number.NaN);
+              }
+              const r = await ovl.gpuOnly(sync.up, sync.down);
+              gpuMethod = r.method;
+              if (last) {
+                await sync.down.ready();
+                checks.push(checkPipelineOutput(`${label} gpu-only`, sync.down.f32, input, n, iterations, cache));
+              }
+              return r.ms;
+            },
+          },
+          p.repeats,
+        );
+
+        const tSync = median(samples.sync);
+        const tOvl = median(samples.ovl);
+        const tHost = median(samples.host);
+        const tGpu = median(samples.gpu);
+        const ideal = Math.max(tHost, tGpu);
+        rows.push({
+          bytes,
+          plan,
+          sync: tSync,
+          ovl: tOvl,
+          host: tHost,
+          gpu: tGpu,
+          ideal,
+          efficiency: tSync - ideal > 0.03 * tSync ? (tSync - tOvl) / (tSync - ideal) : Number.NaN,
+          speedup: tSync / tOvl,
+          syncFill: median(phases.map((x) => x.fill)),
+          syncGpu: median(phases.map((x) => x.gpu)),
+          syncRead: median(phases.map((x) => x.read)),
+          gpuMethod,
+          tuning: `${balance}; chunks tried ${tried.join(', ')}`,
+        });
+      } finally {
+        for (const pipe of pipes) await pipe.destroy();
+        await sync.destroy();
+      }
+      lastCost = performance.now() - tSize;
+      lastBytes = bytes;
+    }
+
+    const effs = rows.map((r) => r.efficiency);
+    const worst = effs.some((e) => Number.isNaN(e)) ? Number.NaN : Math.min(...effs);
+    const figures: Record<string, number | string> = { seed };
+    for (const r of rows) {
+      const k = sizeText(r.bytes).replace(' ', '');
+      figures[`${k}.efficiency`] = round(r.efficiency);
+      figures[`${k}.syncMs`] = round(r.sync);
+      figures[`${k}.ovlMs`] = round(r.ovl);
+      figures[`${k}.hostMs`] = round(r.host);
+      figures[`${k}.gpuMs`] = round(r.gpu);
+      figures[`${k}.chunks`] = chunksOf(r.plan);
+      figures[`${k}.iterations`] = r.plan.iterations;
+      figures[`${k}.tuning`] = r.tuning;
+    }
+    // Where even 1 iteration makes the GPU work far longer than the host work, balance is out of reach.
+    const unbalanced = rows.filter((r) => r.plan.iterations === 1 && r.gpu > 2 * r.host);
+    if (unbalanced.length) {
+      notes.push(
+        `not balanceable at ${unbalanced.map((r) => sizeText(r.bytes)).join(', ')}: at 1 kernel iteration the GPU work is already ${unbalanced.map((r) => num(r.gpu / r.host)).join(', ')}x the host work (per-invocation cost of this device)`,
+      );
+    }
+    const detail =
+      rows
+        .map(
+          (r) =>
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${chunksOf(r.plan)} chunks x ${sizeText(r.plan.chunkElements * 4)}, ring ${r.plan.ring})`,
+        )
+        .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
+    const m = metric(ctx, {
+      id: 'P1',
+      name: 'chunked pipeline overlap efficiency (worst size)',
+      value: worst,
+      unit: 'ratio',
+      target: `>= ${TARGET_P1.toFixed(2)}`,
+      meets: rows.length > 0 && effs.every((e) => e >= TARGET_P1),
+      detail,
+      figures,
+      checks,
+      seed,
+    });
+    return { metrics: [m], tables: [sizeTable(rows, m.verified, notes)] };
+  },
+};
+
+/** After `hostOnly`, the ring's upload buffers hold the last chunks of src and `out` the download buffers' contents. */
+function checkHostOnly(pipe: LibPipeline, src: Float32Array, out: Float32Array, what: string): Check {
+  const { ring, chunkElements: ce } = pipe.plan;
+  const C = chunksOf(pipe.plan);
+  for (let k = Math.max(0, C - ring); k < C; k++) {
+    const slot = pipe.slots[k % ring]!;
+    if (!slot.up.isHostOwned || !slot.down.isHostOwned) return { ok: false, detail: what, mismatch: `${what}: ring buffers not host-owned after the run` };
+    const a = checkBytes(`${what} fill chunk ${k}`, bytesOf(slot.up), bytesOfArray(src.subarray(k * ce, (k + 1) * ce)));
+    if (!a.ok) return a;
+  }
+  // out's chunks now equal what the download buffers held when read: the last ring chunks.
+  // (The download buffers were not written since: the check reads them again.)
+  for (let k = Math.max(0, C - ring); k < C; k++) {
+    const slot = pipe.slots[k % ring]!;
+    const b = checkBytes(`${what} read chunk ${k}`, bytesOfArray(out.subarray(k * ce, (k + 1) * ce)), bytesOf(slot.down));
+    if (!b.ok) return b;
+  }
+  return { ok: true, detail: `${what}: fill and read-out copies of the last ${Math.min(ring, C)} chunks byte-exact` };
+}
+
+function bytesOf(p: PinnedBuffer): Uint8Array {
+  return p.bytes;
+}
+
+function bytesOfArray(a: Float32Array): Uint8Array {
+  return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+}
+
+/** Log-log slope of time vs size between the smallest and largest measured size. */
+export function slope(xs: number[], ys: number[]): number {
+  const n = xs.length;
+  if (n < 2) return Number.NaN;
+  const lx = xs.map(Math.log);
+  const ly = ys.map(Math.log);
+  const mx = lx.reduce((a, b) => a + b, 0) / n;
+  const my = ly.reduce((a, b) => a + b, 0) / n;
+  let num_ = 0;
+  let den = 0;
+  for (let i = 0; i < n; i++) {
+    num_ += (lx[i]! - mx) * (ly[i]! - my);
+    den += (lx[i]! - mx) ** 2;
+  }
+  return den > 0 ? num_ / den : Number.NaN;
+}
+
+function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTable {
+  const xs = rows.map((r) => r.bytes);
+  const sOvl = slope(xs, rows.map((r) => r.ovl));
+  const sSync = slope(xs, rows.map((r) => r.sync));
+  const linear = (s: number): string => (Number.isNaN(s) ? 'n/a' : s > 1.1 ? `superlinear (slope ${num(s)})` : s < 0.9 ? `sublinear (slope ${num(s)}: fixed costs dominate the small sizes)` : `linear (slope ${num(s)})`);
+  const perGiB = (ms: number, b: number): number => round((ms * (1024 * MiB)) / b, 2);
+  return {
+    id: 'growth-size',
+    title: 'Pipeline time vs data size',
+    columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'sync ms/GiB', 'overlapped ms/GiB'],
+    rows: rows.map((r) => [
+      sizeText(r.bytes),
+      `${chunksOf(r.plan)} x ${sizeText(r.plan.chunkElements * 4)}`,
+      r.plan.iterations,
+      round(r.sync, 3),
+      round(r.ovl, 3),
+      round(r.host, 3),
+      round(r.gpu, 3),
+      round(r.ideal, 3),
+      round(r.efficiency, 3),
+      round(r.speedup, 3),
+      perGiB(r.sync, r.bytes),
+      perGiB(r.ovl, r.bytes),
+    ]),
+    verdict: `time vs size (log-log fit): overlapped ${linear(sOvl)}, sync ${linear(sSync)}` + (notes.length ? `; ${notes.join('; ')}` : ''),
+    verified,
+  };
+}

@@ -1,0 +1,175 @@
+/**
+ * P5: what the library costs over raw WebGPU.
+ * - The chunked pipeline written with the library vs the same pipeline by hand on `ctx.device`
+ *   (same ring, one submit per chunk, mapAsync right after each submit), same device, same run,
+ *   interleaved.
+ * - Host cost per enqueued op over 10,000 256-byte copies (enqueue + flush), with the default
+ *   `captureStacks: true` and, on a second context, `captureStacks: false`; the raw floor (one
+ *   encoder, one submit) for comparison.
+ */
+import type { Context } from '../../src/index';
+import type { Check } from '../scenarios/common';
+import {
+  MiB,
+  interleaved,
+  median,
+  metric,
+  num,
+  randomF32,
+  round,
+  seedOf,
+  sizeText,
+  type PerfGroup,
+  type PerfGroupResult,
+  type PerfOptions,
+} from './common';
+import { OpBench, type OpCost } from './ops';
+import { balanceIterations, checkPipelineOutput, chunksOf, LibPipeline, RawPipeline, type ChunkPlan } from './pipeline';
+
+interface Params {
+  bytes: number;
+  chunks: number;
+  ring: number;
+  repeats: number;
+  ops: number;
+  opRepeats: number;
+  maxIterations: number;
+  probeIterations: number;
+}
+const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 7, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256 };
+const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_000, opRepeats: 3, maxIterations: 256, probeIterations: 8 };
+
+export const TARGET_P5 = 1.05;
+export const TARGET_P5_OP_US = 5;
+
+export const libraryCostGroup: PerfGroup = {
+  id: 'library-cost',
+  title: 'P5: library vs raw WebGPU pipeline; host cost per op',
+  metrics: ['P5', 'P5.opCost'],
+  async run(ctx: Context, opts: PerfOptions): Promise<PerfGroupResult> {
+    const p = opts.quick ? QUICK : FULL;
+    const seed = seedOf(opts);
+    const progress = opts.progress ?? (() => {});
+    const bytes = Math.min(p.bytes, ctx.limits.maxBufferSize, ctx.limits.maxStorageBufferBindingSize);
+    const n = bytes / 4;
+    const metrics = [];
+
+    // ------------------------------------------------------------------ pipeline: library vs raw
+    {
+      progress(`P5: pipeline ${sizeText(bytes)}: balancing`, 0);
+      const input = randomF32(seed, n);
+      const outLib = new Float32Array(n);
+      const outRaw = new Float32Array(n);
+      const checks: Check[] = [];
+      const basePlan: ChunkPlan = { elements: n, chunkElements: n / p.chunks, ring: p.ring, iterations: 1 };
+      const bal = await balanceIterations(ctx, basePlan, input, { probeIterations: p.probeIterations, maxIterations: p.maxIterations });
+      const plan: ChunkPlan = { ...basePlan, iterations: bal.iterations };
+      const lib = new LibPipeline(ctx, plan, 'lib');
+      const raw = new RawPipeline(ctx, plan);
+      try {
+        progress(`P5: pipeline ${sizeText(bytes)}: library vs raw`, 0.1);
+        const cache = new Map<number, number>();
+        const samples = await interleaved(
+          {
+            lib: async ({ last }) => {
+              if (last) outLib.fill(Number.NaN);
+              const ms = await lib.run(input, outLib);
+              if (last) checks.push(checkPipelineOutput('library pipeline', outLib, input, n, plan.iterations, cache));
+              return ms;
+            },
+            raw: async ({ last }) => {
+              if (last) outRaw.fill(Number.NaN);
+              const ms = await raw.run(input, outRaw);
+              if (last) checks.push(checkPipelineOutput('raw pipeline', outRaw, input, n, plan.iterations, cache));
+              return ms;
+            },
+          },
+          p.repeats,
+        );
+        const tLib = median(samples.lib);
+        const tRaw = median(samples.raw);
+        metrics.push(
+          metric(ctx, {
+            id: 'P5',
+            name: 'library pipeline / hand-written raw WebGPU pipeline',
+            value: tLib / tRaw,
+            unit: 'ratio',
+            target: `<= ${TARGET_P5.toFixed(2)}`,
+            meets: tLib / tRaw <= TARGET_P5,
+            detail:
+              `${sizeText(bytes)} in ${chunksOf(plan)} chunks of ${sizeText(plan.chunkElements * 4)}, ring ${plan.ring}, ${plan.iterations} iterations (${bal.note}): ` +
+              `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)`,
+            figures: { seed, bytes, chunks: chunksOf(plan), ring: plan.ring, iterations: plan.iterations, libMs: round(tLib), rawMs: round(tRaw), libSamples: samples.lib.map((x) => round(x, 3)).join(' '), rawSamples: samples.raw.map((x) => round(x, 3)).join(' ') },
+            checks,
+            seed,
+          }),
+        );
+      } finally {
+        await lib.destroy();
+        await raw.destroy();
+      }
+    }
+
+    // ------------------------------------------------------------------ host cost per op
+    {
+      progress(`P5: host cost of ${p.ops} small ops`, 0.7);
+      const checks: Check[] = [];
+      const bench = new OpBench(ctx, p.ops, seed);
+      let withStacks: OpCost;
+      let rawFloor: { hostUs: number; completeUs: number; check: Check };
+      try {
+        withStacks = await bench.measure(p.ops, 1, p.opRepeats);
+        checks.push({ ...withStacks.check, detail: `captureStacks on: ${withStacks.check.detail}` });
+        rawFloor = await bench.raw(p.ops);
+        checks.push(rawFloor.check);
+      } finally {
+        await bench.destroy();
+      }
+      let noStacks: OpCost | null = null;
+      let why = '';
+      if (opts.createContext) {
+        progress('P5: host cost without captureStacks (second context)', 0.85);
+        const ctx2 = await opts.createContext({ captureStacks: false, label: 'perf captureStacks=false' });
+        const b2 = new OpBench(ctx2, p.ops, seed ^ 0x1234);
+        try {
+          noStacks = await b2.measure(p.ops, 1, p.opRepeats);
+          checks.push({ ...noStacks.check, detail: `captureStacks off: ${noStacks.check.detail}` });
+        } finally {
+          await b2.destroy();
+          ctx2.destroy();
+        }
+      } else why = 'no context factory given: captureStacks=false not measured';
+      const fmt = (c: OpCost): string => `${num(c.hostUs)} us/op (enqueue ${num(c.enqueueUs)} + flush ${num(c.flushUs)}; completion ${num(c.completeUs)} us/op)`;
+      metrics.push(
+        metric(ctx, {
+          id: 'P5.opCost',
+          name: 'host cost per enqueued op (enqueue + flush), default captureStacks',
+          value: withStacks.hostUs,
+          unit: 'us/op',
+          target: `<= ${TARGET_P5_OP_US}`,
+          meets: withStacks.hostUs <= TARGET_P5_OP_US,
+          detail:
+            `${p.ops} copies of 256 B on one stream: captureStacks on ${fmt(withStacks)}; ` +
+            (noStacks ? `captureStacks off ${fmt(noStacks)}; ` : `${why}; `) +
+            `raw WebGPU floor (one encoder, one submit) ${num(rawFloor.hostUs)} us/op`,
+          figures: {
+            seed,
+            ops: p.ops,
+            stacksOnHostUs: round(withStacks.hostUs),
+            stacksOnEnqueueUs: round(withStacks.enqueueUs),
+            stacksOnFlushUs: round(withStacks.flushUs),
+            stacksOnCompleteUs: round(withStacks.completeUs),
+            ...(noStacks
+              ? { stacksOffHostUs: round(noStacks.hostUs), stacksOffEnqueueUs: round(noStacks.enqueueUs), stacksOffFlushUs: round(noStacks.flushUs), stacksOffCompleteUs: round(noStacks.completeUs) }
+              : {}),
+            rawHostUs: round(rawFloor.hostUs),
+            rawCompleteUs: round(rawFloor.completeUs),
+          },
+          checks,
+          seed,
+        }),
+      );
+    }
+    return { metrics, tables: [] };
+  },
+};
