@@ -48,6 +48,8 @@ export interface PrioritiesParams {
   batches: number;
   /** f32 elements per batch. */
   batchElements: number;
+  /** Batches in flight in the prefetch pipeline (pinned and device buffers per slot). */
+  ring: number;
   /** computeIntensive iterations per batch element; 0 = balance the kernel against the host work. */
   batchIterations: number;
   /** Upper bound for balanced iterations. */
@@ -65,6 +67,7 @@ const FULL: PrioritiesParams = {
   kernelElements: 4096,
   batches: 16,
   batchElements: 1 << 20,
+  ring: 3,
   batchIterations: 0,
   maxBatchIterations: 4096,
   timingMs: '0.25,0.5,1,2,4',
@@ -78,6 +81,7 @@ const QUICK: PrioritiesParams = {
   kernelElements: 256,
   batches: 6,
   batchElements: 1 << 14,
+  ring: 3,
   batchIterations: 8,
   maxBatchIterations: 64,
   timingMs: '1,3',
@@ -209,11 +213,14 @@ export const priorities: Scenario<PrioritiesParams> = {
       const [gx, gy] = grid(n, 'computeIntensive');
       const batches = Array.from({ length: p.batches }, () => gen.f32Array(n));
       const results = Array.from({ length: p.batches }, () => new Float32Array(n));
-      const up: PinnedBuffer[] = [0, 1].map((k) => ctx.allocHost(bytes, 'upload', { label: `batch.in[${k}]` }));
-      const down: PinnedBuffer[] = [0, 1].map((k) => ctx.allocHost(bytes, 'download', { label: `batch.out[${k}]` }));
-      const din: DeviceBuffer[] = [0, 1].map((k) => ctx.alloc(bytes, { label: `batch.in[${k}]` }));
-      const dout: DeviceBuffer[] = [0, 1].map((k) => ctx.alloc(bytes, { label: `batch.out[${k}]` }));
-      const ev = (name: string): GpuEvent[] => [0, 1].map((k) => ctx.createEvent({ label: `${name}[${k}]` }));
+      // A ring of R batches in flight: pinned buffers, device buffers and the events that guard them.
+      const R = p.ring;
+      const ring = Array.from({ length: R }, (_, k) => k);
+      const up: PinnedBuffer[] = ring.map((k) => ctx.allocHost(bytes, 'upload', { label: `batch.in[${k}]` }));
+      const down: PinnedBuffer[] = ring.map((k) => ctx.allocHost(bytes, 'download', { label: `batch.out[${k}]` }));
+      const din: DeviceBuffer[] = ring.map((k) => ctx.alloc(bytes, { label: `batch.in[${k}]` }));
+      const dout: DeviceBuffer[] = ring.map((k) => ctx.alloc(bytes, { label: `batch.out[${k}]` }));
+      const ev = (name: string): GpuEvent[] => ring.map((k) => ctx.createEvent({ label: `${name}[${k}]` }));
       const loaded = ev('loaded');
       const used = ev('input used');
       const consumed = ev('consumed');
@@ -286,10 +293,10 @@ export const priorities: Scenario<PrioritiesParams> = {
         };
         /** Hands batch j to the GPU; its own callback later hands over batch j + 1. */
         const enqueueBatch = async (j: number, finished: () => void): Promise<void> => {
-          const k = j % 2;
+          const k = j % R;
           await up[k]!.ready();
           fill(k, j);
-          if (j >= 2) load.waitEvent(used[k]!); // din[k] was read by batch j - 2's kernel
+          if (j >= R) load.waitEvent(used[k]!); // din[k] was read by batch j - R's kernel
           load.upload(up[k]!, din[k]!);
           load.record(loaded[k]!);
           compute.waitEvent(loaded[k]!);
@@ -302,8 +309,8 @@ export const priorities: Scenario<PrioritiesParams> = {
           });
           compute.record(consumed[k]!);
           if (j + 1 < p.batches) {
-            // Batch j + 1 reuses pinned buffers of batch j - 1: wait until that one was consumed.
-            prefetch.waitEvent(consumed[(j + 1) % 2]!);
+            // Batch j + 1 reuses the pinned buffers of batch j + 1 - R: wait until that one was consumed.
+            prefetch.waitEvent(consumed[(j + 1) % R]!);
             prefetch.hostFn(() => enqueueBatch(j + 1, finished));
           }
           ctx.flush();

@@ -38,13 +38,15 @@ export interface WeightLoadingParams {
   costs: string;
   /** u32 elements of the sleep kernel that makes the extra cost. */
   costElements: number;
+  /** Pinned staging buffers the weights are filled into, in a ring (host memory, not device). */
+  staging: number;
   warmup: number;
   repeats: number;
   seed: number;
 }
 
-const FULL: WeightLoadingParams = { elements: 1 << 20, layers: '3,8', costs: '0,0.5,1,2', costElements: 4096, warmup: 2, repeats: 7, seed: 0 };
-const QUICK: WeightLoadingParams = { elements: 1 << 14, layers: '3', costs: '0,2', costElements: 1024, warmup: 1, repeats: 3, seed: 0 };
+const FULL: WeightLoadingParams = { elements: 1 << 20, layers: '3,8', costs: '0,0.5,1,2', costElements: 4096, staging: 3, warmup: 2, repeats: 7, seed: 0 };
+const QUICK: WeightLoadingParams = { elements: 1 << 14, layers: '3', costs: '0,2', costElements: 1024, staging: 3, warmup: 1, repeats: 3, seed: 0 };
 
 const list = (s: string): number[] =>
   s
@@ -79,7 +81,9 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
     const load = ctx.createStream({ label: 'load' });
     const loaded: GpuEvent[] = [ctx.createEvent({ label: 'loaded[0]' }), ctx.createEvent({ label: 'loaded[1]' })];
     const done: GpuEvent[] = [ctx.createEvent({ label: 'layer done[0]' }), ctx.createEvent({ label: 'layer done[1]' })];
-    const pins: PinnedBuffer[] = [ctx.allocHost(bytes, 'upload', { label: 'weights.staging[0]' }), ctx.allocHost(bytes, 'upload', { label: 'weights.staging[1]' })];
+    // Host staging (pinned) for the weights: a ring, so a buffer's re-map after its upload has
+    // time to land before the host fills it again.
+    const pins: PinnedBuffer[] = Array.from({ length: p.staging }, (_, k) => ctx.allocHost(bytes, 'upload', { label: `weights.staging[${k}]` }));
     const scratch = ctx.alloc(p.costElements * 4, { label: 'layer-cost.scratch' });
     const [ax, ay] = grid(n, 'vectorAdd');
     const [sx, sy] = grid(p.costElements, 'sleep');
@@ -89,7 +93,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
 
     /** Host fill of weight i into its staging buffer (this CPU write is the host-to-device transfer). */
     const fillWeight = async (i: number, lane: string): Promise<PinnedBuffer> => {
-      const pin = pins[i % 2]!;
+      const pin = pins[i % pins.length]!;
       await pin.ready();
       trace.hostStep('fill', `${lane}: weight ${i}`, () => pin.f32.set(weights[i]!));
       return pin;
@@ -251,7 +255,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
         }
       }
       verdicts.unshift(
-        `one weight (${bytesText(bytes)}) loads in ${ms(loadPerWeight)} (host fill + upload); weights take 2 x ${bytesText(bytes)} with two slots vs L x ${bytesText(bytes)} resident, plus ${bytesText(2 * bytes)} of activations`,
+        `one weight (${bytesText(bytes)}) loads in ${ms(loadPerWeight)} (host fill into one of ${p.staging} pinned staging buffers + upload); weights take 2 x ${bytesText(bytes)} with two slots vs L x ${bytesText(bytes)} resident, plus ${bytesText(2 * bytes)} of activations`,
       );
       if (cal) verdicts.push(`layer cost: sleep kernel over ${p.costElements} elements, ${round(cal.perMs, 1)} iterations per ms (${cal.method === 'timestamps' ? 'GPU timestamps' : 'wall time'})`);
 
