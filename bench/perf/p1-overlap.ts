@@ -23,7 +23,7 @@ import {
   type PerfOptions,
   type PerfTable,
 } from './common';
-import { checkPipelineOutput, chunksOf, LibPipeline, SyncPass, type ChunkPlan } from './pipeline';
+import { checkPipelineOutput, LibPipeline, makePlan, SyncPass, type ChunkPlan } from './pipeline';
 
 interface Params {
   sizes: number[];
@@ -32,6 +32,8 @@ interface Params {
   minChunkBytes: number;
   maxChunkBytes: number;
   ring: number;
+  /** Levels of ramped ends to try besides uniform chunks (see makePlan). */
+  ramp: number;
   repeats: number;
   /** Iterations used to fit the kernel's cost. */
   probeIterations: number;
@@ -46,6 +48,7 @@ const FULL: Params = {
   minChunkBytes: 256 * 1024,
   maxChunkBytes: 32 * MiB,
   ring: 4,
+  ramp: 3,
   repeats: 5,
   probeIterations: 256,
   maxIterations: 1 << 16,
@@ -57,6 +60,7 @@ const QUICK: Params = {
   minChunkBytes: 16 * 1024,
   maxChunkBytes: 32 * MiB,
   ring: 3,
+  ramp: 2,
   repeats: 2,
   probeIterations: 8,
   maxIterations: 256,
@@ -137,7 +141,7 @@ export const overlapGroup: PerfGroup = {
         const counts = p.chunkCounts.filter((c) => bytes / c >= p.minChunkBytes && bytes / c <= p.maxChunkBytes && c >= p.ring && n % (c * 256) === 0);
         if (counts.length === 0) counts.push(p.ring);
         const mid = counts[Math.floor(counts.length / 2)]!;
-        const probe = new LibPipeline(ctx, { elements: n, chunkElements: n / mid, ring: p.ring, iterations: 1 }, 'probe');
+        const probe = new LibPipeline(ctx, makePlan(n, mid, p.ring, 1), 'probe');
         pipes.push(probe);
         await probe.hostOnly(input, outOvl); // first touch of the mapped ranges
         const host = await minOf(3, () => probe.hostOnly(input, outOvl));
@@ -175,30 +179,34 @@ export const overlapGroup: PerfGroup = {
         }
         if (!keptIterations) keptIterations = iterations;
         const balance = `host ${num(host)} ms, GPU ${num(gpu)} ms at ${iterations} iterations${rebalanced ? ' (rebalanced at this size)' : ''}`;
-        (sync as { iterations: number }).iterations = iterations;
+        sync.iterations = iterations;
 
-        // --- the best chunk count for this size (2 runs each, the faster kept).
-        let best = { count: mid, ms: Infinity };
+        // --- the best chunk plan for this size: chunk counts, uniform or with ramped ends (2 runs each, the faster kept).
+        let best = { plan: makePlan(n, mid, p.ring, iterations), ms: Infinity };
         const tried: string[] = [];
         for (const c of counts) {
-          progress(`P1 ${sizeText(bytes)}: trying ${c} chunks`, frac);
-          const pipe = new LibPipeline(ctx, { elements: n, chunkElements: n / c, ring: p.ring, iterations }, `try${c}`);
-          try {
-            const ms = await minOf(2, () => pipe.run(input, outOvl));
-            tried.push(`${c}: ${num(ms)} ms`);
-            if (ms < best.ms) best = { count: c, ms };
-          } finally {
-            await pipe.destroy();
+          for (const ramp of [0, p.ramp]) {
+            const plan = makePlan(n, c, p.ring, iterations, ramp);
+            if (ramp > 0 && plan.chunks.length === c) continue; // too small to ramp
+            progress(`P1 ${sizeText(bytes)}: trying ${plan.label}`, frac);
+            const pipe = new LibPipeline(ctx, plan, 'try');
+            try {
+              const ms = await minOf(2, () => pipe.run(input, outOvl));
+              tried.push(`${plan.label}: ${num(ms)} ms`);
+              if (ms < best.ms) best = { plan, ms };
+            } finally {
+              await pipe.destroy();
+            }
           }
         }
         await probe.destroy();
         pipes.length = 0;
-        const plan: ChunkPlan = { elements: n, chunkElements: n / best.count, ring: p.ring, iterations };
+        const plan = best.plan;
         const ovl = new LibPipeline(ctx, plan, 'ovl');
         pipes.push(ovl);
 
         // --- measured: sync, overlapped, host alone, GPU alone, interleaved.
-        progress(`P1 ${sizeText(bytes)}: measuring (${best.count} chunks)`, frac + 0.5 / sizes.length);
+        progress(`P1 ${sizeText(bytes)}: measuring (${plan.label})`, frac + 0.5 / sizes.length);
         const phases: { fill: number; gpu: number; read: number }[] = [];
         let gpuMethod = 'wall';
         const cache = new Map<number, number>();
@@ -280,7 +288,7 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.ovlMs`] = round(r.ovl);
       figures[`${k}.hostMs`] = round(r.host);
       figures[`${k}.gpuMs`] = round(r.gpu);
-      figures[`${k}.chunks`] = chunksOf(r.plan);
+      figures[`${k}.chunks`] = r.plan.label;
       figures[`${k}.iterations`] = r.plan.iterations;
       figures[`${k}.tuning`] = r.tuning;
     }
@@ -295,7 +303,7 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${chunksOf(r.plan)} chunks x ${sizeText(r.plan.chunkElements * 4)}, ring ${r.plan.ring})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${r.plan.label}, ring ${r.plan.ring})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
@@ -316,19 +324,17 @@ export const overlapGroup: PerfGroup = {
 
 /** After `hostOnly`, the ring's upload buffers hold the last chunks of src and `out` the download buffers' contents. */
 function checkHostOnly(pipe: LibPipeline, src: Float32Array, out: Float32Array, what: string): Check {
-  const { ring, chunkElements: ce } = pipe.plan;
-  const C = chunksOf(pipe.plan);
+  const { ring, chunks } = pipe.plan;
+  const C = chunks.length;
   for (let k = Math.max(0, C - ring); k < C; k++) {
     const slot = pipe.slots[k % ring]!;
+    const ce = chunks[k]!;
+    const off = pipe.offsets[k]!;
     if (!slot.up.isHostOwned || !slot.down.isHostOwned) return { ok: false, detail: what, mismatch: `${what}: ring buffers not host-owned after the run` };
-    const a = checkBytes(`${what} fill chunk ${k}`, bytesOf(slot.up), bytesOfArray(src.subarray(k * ce, (k + 1) * ce)));
+    const a = checkBytes(`${what} fill chunk ${k}`, bytesOf(slot.up).subarray(0, ce * 4), bytesOfArray(src.subarray(off, off + ce)));
     if (!a.ok) return a;
-  }
-  // out's chunks now equal what the download buffers held when read: the last ring chunks.
-  // (The download buffers were not written since: the check reads them again.)
-  for (let k = Math.max(0, C - ring); k < C; k++) {
-    const slot = pipe.slots[k % ring]!;
-    const b = checkBytes(`${what} read chunk ${k}`, bytesOfArray(out.subarray(k * ce, (k + 1) * ce)), bytesOf(slot.down));
+    // out's chunk equals what the download buffer held when read (it was not written since).
+    const b = checkBytes(`${what} read chunk ${k}`, bytesOfArray(out.subarray(off, off + ce)), bytesOf(slot.down).subarray(0, ce * 4));
     if (!b.ok) return b;
   }
   return { ok: true, detail: `${what}: fill and read-out copies of the last ${Math.min(ring, C)} chunks byte-exact` };
@@ -371,7 +377,7 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
     columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'sync ms/GiB', 'overlapped ms/GiB'],
     rows: rows.map((r) => [
       sizeText(r.bytes),
-      `${chunksOf(r.plan)} x ${sizeText(r.plan.chunkElements * 4)}`,
+      r.plan.label,
       r.plan.iterations,
       round(r.sync, 3),
       round(r.ovl, 3),

@@ -24,7 +24,7 @@ import {
   type PerfOptions,
 } from './common';
 import { OpBench, type OpCost } from './ops';
-import { balanceIterations, checkPipelineOutput, chunksOf, LibPipeline, RawPipeline, type ChunkPlan } from './pipeline';
+import { balanceIterations, checkPipelineOutput, LibPipeline, makePlan, RawPipeline, type ChunkPlan } from './pipeline';
 
 interface Params {
   bytes: number;
@@ -61,7 +61,7 @@ export const libraryCostGroup: PerfGroup = {
       const outLib = new Float32Array(n);
       const outRaw = new Float32Array(n);
       const checks: Check[] = [];
-      const basePlan: ChunkPlan = { elements: n, chunkElements: n / p.chunks, ring: p.ring, iterations: 1 };
+      const basePlan: ChunkPlan = makePlan(n, p.chunks, p.ring, 1);
       const bal = await balanceIterations(ctx, basePlan, input, { probeIterations: p.probeIterations, maxIterations: p.maxIterations });
       const plan: ChunkPlan = { ...basePlan, iterations: bal.iterations };
       const lib = new LibPipeline(ctx, plan, 'lib');
@@ -97,9 +97,9 @@ export const libraryCostGroup: PerfGroup = {
             target: `<= ${TARGET_P5.toFixed(2)}`,
             meets: tLib / tRaw <= TARGET_P5,
             detail:
-              `${sizeText(bytes)} in ${chunksOf(plan)} chunks of ${sizeText(plan.chunkElements * 4)}, ring ${plan.ring}, ${plan.iterations} iterations (${bal.note}): ` +
+              `${sizeText(bytes)} in ${plan.label}, ring ${plan.ring}, ${plan.iterations} iterations (${bal.note}): ` +
               `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)`,
-            figures: { seed, bytes, chunks: chunksOf(plan), ring: plan.ring, iterations: plan.iterations, libMs: round(tLib), rawMs: round(tRaw), libSamples: samples.lib.map((x) => round(x, 3)).join(' '), rawSamples: samples.raw.map((x) => round(x, 3)).join(' ') },
+            figures: { seed, bytes, chunks: plan.label, ring: plan.ring, iterations: plan.iterations, libMs: round(tLib), rawMs: round(tRaw), libSamples: samples.lib.map((x) => round(x, 3)).join(' '), rawSamples: samples.raw.map((x) => round(x, 3)).join(' ') },
             checks,
             seed,
           }),

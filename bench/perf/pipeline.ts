@@ -24,24 +24,58 @@ import { num, sampleIndices } from './common';
 export interface ChunkPlan {
   /** f32 elements in all. */
   elements: number;
-  /** f32 elements per chunk; divides `elements`. */
-  chunkElements: number;
-  /** Slots in the ring (streams, pinned buffer pairs, device buffer pairs). */
+  /** f32 elements of each chunk, in order; they sum to `elements`. */
+  chunks: number[];
+  /** Slots in the ring (streams, pinned buffer pairs, device buffers per chunk size). */
   ring: number;
   /** compute_intensive iterations per element. */
   iterations: number;
+  /** Short description: `32 x 8 MiB`, `16 x 1 MiB, ramped`. */
+  label: string;
 }
 
-export function chunksOf(plan: ChunkPlan): number {
-  return plan.elements / plan.chunkElements;
+/**
+ * `count` chunks of n / count elements; with `ramp` levels > 0, the first and the last of them
+ * are each cut into pieces of 1/2^ramp, 1/2^ramp, ..., 1/4, 1/2 (reversed at the end), so the GPU
+ * starts after a small fill and the host finishes after a small read-out.
+ */
+export function makePlan(n: number, count: number, ring: number, iterations: number, ramp = 0): ChunkPlan {
+  const base = n / count;
+  if (!Number.isInteger(base)) throw new RangeError(`${count} chunks do not divide ${n} elements`);
+  const levels = count >= 2 && base % (2 ** ramp) === 0 ? ramp : 0;
+  const head: number[] = [];
+  if (levels > 0) {
+    head.push(base / 2 ** levels);
+    for (let l = levels; l >= 1; l--) head.push(base / 2 ** l);
+  }
+  const chunks = levels > 0 ? [...head, ...Array<number>(count - 2).fill(base), ...[...head].reverse()] : Array<number>(count).fill(base);
+  const label = `${count} x ${sizeTextOf(base * 4)}${levels > 0 ? `, ends ramped to ${sizeTextOf((base * 4) / 2 ** levels)}` : ''}`;
+  return { elements: n, chunks, ring, iterations, label };
+}
+
+function sizeTextOf(b: number): string {
+  const MiB = 1024 * 1024;
+  return b >= MiB ? `${+(b / MiB).toFixed(2)} MiB` : `${+(b / 1024).toFixed(2)} KiB`;
+}
+
+/** Start element of every chunk. */
+function offsetsOf(plan: ChunkPlan): number[] {
+  const out: number[] = [];
+  let at = 0;
+  for (const c of plan.chunks) {
+    out.push(at);
+    at += c;
+  }
+  if (at !== plan.elements) throw new RangeError(`chunks sum to ${at}, want ${plan.elements}`);
+  return out;
 }
 
 interface LibSlot {
   stream: Stream;
   up: PinnedBuffer;
   down: PinnedBuffer;
-  din: DeviceBuffer;
-  dout: DeviceBuffer;
+  /** Device buffers per chunk size (kernels bind whole buffers, so one pair per size). */
+  dev: Map<number, { din: DeviceBuffer; dout: DeviceBuffer }>;
   /** Chunk whose result the slot's download buffer holds (or will), -1 for none. */
   pending: number;
 }
@@ -49,7 +83,8 @@ interface LibSlot {
 /** The overlapped pipeline on the library's public API. */
 export class LibPipeline {
   readonly slots: LibSlot[] = [];
-  readonly #grid: [number, number];
+  readonly offsets: number[];
+  readonly #grids = new Map<number, [number, number]>();
   #gpuStream: Stream | null = null;
   #t0: GpuEvent | null = null;
   #t1: GpuEvent | null = null;
@@ -59,50 +94,64 @@ export class LibPipeline {
     readonly plan: ChunkPlan,
     label = 'ovl',
   ) {
-    if (plan.elements % plan.chunkElements !== 0) throw new RangeError(`chunk ${plan.chunkElements} does not divide ${plan.elements}`);
-    const cb = plan.chunkElements * 4;
+    this.offsets = offsetsOf(plan);
+    const sizes = [...new Set(plan.chunks)];
+    const maxBytes = Math.max(...sizes) * 4;
     for (let r = 0; r < plan.ring; r++) {
+      const dev = new Map<number, { din: DeviceBuffer; dout: DeviceBuffer }>();
+      // A slot only ever sees the sizes of chunks k with k % ring == r.
+      for (const size of new Set(plan.chunks.filter((_, k) => k % plan.ring === r))) {
+        dev.set(size, { din: ctx.alloc(size * 4, { label: `${label}.in[${r}]/${size}` }), dout: ctx.alloc(size * 4, { label: `${label}.out[${r}]/${size}` }) });
+      }
       this.slots.push({
         stream: ctx.createStream({ label: `${label} slot ${r}`, nonBlocking: true }),
-        up: ctx.allocHost(cb, 'upload', { label: `${label}.up[${r}]` }),
-        down: ctx.allocHost(cb, 'download', { label: `${label}.down[${r}]` }),
-        din: ctx.alloc(cb, { label: `${label}.in[${r}]` }),
-        dout: ctx.alloc(cb, { label: `${label}.out[${r}]` }),
+        up: ctx.allocHost(maxBytes, 'upload', { label: `${label}.up[${r}]` }),
+        down: ctx.allocHost(maxBytes, 'download', { label: `${label}.down[${r}]` }),
+        dev,
         pending: -1,
       });
     }
-    this.#grid = grid(plan.chunkElements, 'computeIntensive');
+    for (const size of sizes) this.#grids.set(size, grid(size, 'computeIntensive'));
+  }
+
+  #readOut(slot: LibSlot, out: Float32Array): void {
+    const k = slot.pending;
+    const ce = this.plan.chunks[k]!;
+    const view = slot.down.f32;
+    out.set(ce === view.length ? view : view.subarray(0, ce), this.offsets[k]!);
+    slot.pending = -1;
   }
 
   /** One overlapped pass: src -> out. Returns wall ms. */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
-    const { ring, chunkElements: ce, iterations } = this.plan;
-    const C = chunksOf(this.plan);
+    const { ring, chunks, iterations } = this.plan;
+    const C = chunks.length;
     const ci = this.ctx.kernels.computeIntensive;
     const constants = { iterations };
-    const workgroups = this.#grid;
     const t0 = performance.now();
     for (let k = 0; k < C; k++) {
       const slot = this.slots[k % ring]!;
       if (slot.pending >= 0) {
-        await slot.down.ready();
-        out.set(slot.down.f32, slot.pending * ce);
-        slot.pending = -1;
+        if (!slot.down.isHostOwned) await slot.down.ready();
+        this.#readOut(slot, out);
       }
       if (!slot.up.isHostOwned) await slot.up.ready();
-      slot.up.f32.set(src.subarray(k * ce, (k + 1) * ce));
+      const ce = chunks[k]!;
+      const off = this.offsets[k]!;
+      slot.up.f32.set(src.subarray(off, off + ce));
+      const { din, dout } = slot.dev.get(ce)!;
       const s = slot.stream;
-      s.upload(slot.up, slot.din);
-      s.launch(ci, { bindings: [slot.din, slot.dout], workgroups, constants });
-      s.download(slot.dout, slot.down);
+      const size = ce * 4;
+      s.upload(slot.up, din, { size });
+      s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants });
+      s.download(dout, slot.down, { size });
       this.ctx.flush();
       slot.pending = k;
     }
     for (let k = Math.max(0, C - ring); k < C; k++) {
       const slot = this.slots[k % ring]!;
-      await slot.down.ready();
-      out.set(slot.down.f32, k * ce);
-      slot.pending = -1;
+      if (!slot.down.isHostOwned) await slot.down.ready();
+      this.#readOut(slot, out);
     }
     return performance.now() - t0;
   }
@@ -113,13 +162,15 @@ export class LibPipeline {
       await s.up.ready();
       await s.down.ready();
     }
-    const { ring, chunkElements: ce } = this.plan;
-    const C = chunksOf(this.plan);
+    const { ring, chunks } = this.plan;
     const t0 = performance.now();
-    for (let k = 0; k < C; k++) {
+    for (let k = 0; k < chunks.length; k++) {
       const slot = this.slots[k % ring]!;
-      slot.up.f32.set(src.subarray(k * ce, (k + 1) * ce));
-      out.set(slot.down.f32, k * ce);
+      const ce = chunks[k]!;
+      const off = this.offsets[k]!;
+      slot.up.f32.set(src.subarray(off, off + ce));
+      const view = slot.down.f32;
+      out.set(ce === view.length ? view : view.subarray(0, ce), off);
     }
     return performance.now() - t0;
   }
@@ -131,9 +182,7 @@ export class LibPipeline {
    */
   async gpuOnly(upAll: PinnedBuffer, downAll: PinnedBuffer): Promise<{ ms: number; method: 'timestamps' | 'wall' }> {
     const ctx = this.ctx;
-    const { ring, chunkElements: ce, iterations } = this.plan;
-    const cb = ce * 4;
-    const C = chunksOf(this.plan);
+    const { ring, chunks, iterations } = this.plan;
     const s = (this.#gpuStream ??= ctx.createStream({ label: 'gpu-only', nonBlocking: true }));
     const ts = ctx.features.timestampQuery;
     if (ts && !this.#t0) {
@@ -146,11 +195,14 @@ export class LibPipeline {
     const ci = ctx.kernels.computeIntensive;
     const t0 = performance.now();
     if (ts) s.record(this.#t0!);
-    for (let k = 0; k < C; k++) {
+    for (let k = 0; k < chunks.length; k++) {
       const slot = this.slots[k % ring]!;
-      s.upload(upAll, slot.din, { srcOffset: k * cb, size: cb });
-      s.launch(ci, { bindings: [slot.din, slot.dout], workgroups: this.#grid, constants: { iterations } });
-      s.download(slot.dout, downAll, { dstOffset: k * cb, size: cb });
+      const ce = chunks[k]!;
+      const at = this.offsets[k]! * 4;
+      const { din, dout } = slot.dev.get(ce)!;
+      s.upload(upAll, din, { srcOffset: at, size: ce * 4 });
+      s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants: { iterations } });
+      s.download(dout, downAll, { dstOffset: at, size: ce * 4 });
     }
     if (ts) s.record(this.#t1!);
     await s.synchronize();
@@ -163,8 +215,10 @@ export class LibPipeline {
     for (const s of this.slots) {
       s.up.destroy();
       s.down.destroy();
-      s.din.destroy();
-      s.dout.destroy();
+      for (const { din, dout } of s.dev.values()) {
+        din.destroy();
+        dout.destroy();
+      }
       s.stream.destroy();
     }
     this.#gpuStream?.destroy();
@@ -179,13 +233,15 @@ export class SyncPass {
   readonly din: DeviceBuffer;
   readonly dout: DeviceBuffer;
   readonly #grid: [number, number];
+  iterations: number;
 
   constructor(
     readonly ctx: Context,
     readonly elements: number,
-    readonly iterations: number,
+    iterations: number,
   ) {
     const b = elements * 4;
+    this.iterations = iterations;
     this.stream = ctx.createStream({ label: 'sync', nonBlocking: true });
     this.up = ctx.allocHost(b, 'upload', { label: 'sync.up' });
     this.down = ctx.allocHost(b, 'download', { label: 'sync.down' });
@@ -222,9 +278,7 @@ export class SyncPass {
 interface RawSlot {
   up: GPUBuffer;
   down: GPUBuffer;
-  din: GPUBuffer;
-  dout: GPUBuffer;
-  bind: GPUBindGroup;
+  dev: Map<number, { din: GPUBuffer; dout: GPUBuffer; bind: GPUBindGroup }>;
   /** mapAsync(WRITE) of `up` issued after its last submit; null while mapped (or at creation). */
   upMap: Promise<void> | null;
   downMap: Promise<void> | null;
@@ -234,8 +288,9 @@ interface RawSlot {
 /** The same overlapped pipeline written against `GPUDevice` directly, as a careful user would. */
 export class RawPipeline {
   readonly slots: RawSlot[] = [];
+  readonly offsets: number[];
   readonly #pipeline: GPUComputePipeline;
-  readonly #grid: [number, number];
+  readonly #grids = new Map<number, [number, number]>();
   readonly device: GPUDevice;
 
   constructor(
@@ -243,48 +298,52 @@ export class RawPipeline {
     readonly plan: ChunkPlan,
   ) {
     const device = (this.device = ctx.device);
+    this.offsets = offsetsOf(plan);
     const module = device.createShaderModule({ code: builtinShaders.computeIntensive, label: 'raw compute_intensive' });
     this.#pipeline = device.createComputePipeline({
       layout: 'auto',
       compute: { module, entryPoint: 'main', constants: { iterations: plan.iterations } },
       label: 'raw compute_intensive',
     });
-    const cb = plan.chunkElements * 4;
+    const maxBytes = Math.max(...plan.chunks) * 4;
     for (let r = 0; r < plan.ring; r++) {
-      const din = device.createBuffer({ size: cb, usage: Usage.STORAGE | Usage.COPY_DST, label: `raw.in[${r}]` });
-      const dout = device.createBuffer({ size: cb, usage: Usage.STORAGE | Usage.COPY_SRC, label: `raw.out[${r}]` });
-      this.slots.push({
-        up: device.createBuffer({ size: cb, usage: Usage.MAP_WRITE | Usage.COPY_SRC, mappedAtCreation: true, label: `raw.up[${r}]` }),
-        down: device.createBuffer({ size: cb, usage: Usage.MAP_READ | Usage.COPY_DST, label: `raw.down[${r}]` }),
-        din,
-        dout,
-        bind: device.createBindGroup({
+      const dev = new Map<number, { din: GPUBuffer; dout: GPUBuffer; bind: GPUBindGroup }>();
+      for (const size of new Set(plan.chunks.filter((_, k) => k % plan.ring === r))) {
+        const din = device.createBuffer({ size: size * 4, usage: Usage.STORAGE | Usage.COPY_DST, label: `raw.in[${r}]/${size}` });
+        const dout = device.createBuffer({ size: size * 4, usage: Usage.STORAGE | Usage.COPY_SRC, label: `raw.out[${r}]/${size}` });
+        const bind = device.createBindGroup({
           layout: this.#pipeline.getBindGroupLayout(0),
           entries: [
             { binding: 0, resource: { buffer: din } },
             { binding: 1, resource: { buffer: dout } },
           ],
-        }),
+        });
+        dev.set(size, { din, dout, bind });
+      }
+      this.slots.push({
+        up: device.createBuffer({ size: maxBytes, usage: Usage.MAP_WRITE | Usage.COPY_SRC, mappedAtCreation: true, label: `raw.up[${r}]` }),
+        down: device.createBuffer({ size: maxBytes, usage: Usage.MAP_READ | Usage.COPY_DST, label: `raw.down[${r}]` }),
+        dev,
         upMap: null,
         downMap: null,
         pending: -1,
       });
     }
-    this.#grid = grid(plan.chunkElements, 'computeIntensive');
+    for (const size of new Set(plan.chunks)) this.#grids.set(size, grid(size, 'computeIntensive'));
   }
 
   /** One overlapped pass: src -> out. Returns wall ms. */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
-    const { ring, chunkElements: ce } = this.plan;
-    const cb = ce * 4;
-    const C = chunksOf(this.plan);
+    const { ring, chunks } = this.plan;
+    const C = chunks.length;
     const device = this.device;
-    const [gx, gy] = this.#grid;
     const t0 = performance.now();
     const readOut = async (slot: RawSlot): Promise<void> => {
       await slot.downMap;
       slot.downMap = null;
-      out.set(new Float32Array(slot.down.getMappedRange()), slot.pending * ce);
+      const k = slot.pending;
+      const ce = chunks[k]!;
+      out.set(new Float32Array(slot.down.getMappedRange(0, ce * 4)), this.offsets[k]!);
       slot.down.unmap();
       slot.pending = -1;
     };
@@ -295,16 +354,21 @@ export class RawPipeline {
         await slot.upMap;
         slot.upMap = null;
       }
-      new Float32Array(slot.up.getMappedRange()).set(src.subarray(k * ce, (k + 1) * ce));
+      const ce = chunks[k]!;
+      const off = this.offsets[k]!;
+      const cb = ce * 4;
+      new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
       slot.up.unmap();
+      const { din, dout, bind } = slot.dev.get(ce)!;
+      const [gx, gy] = this.#grids.get(ce)!;
       const enc = device.createCommandEncoder();
-      enc.copyBufferToBuffer(slot.up, 0, slot.din, 0, cb);
+      enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
       const pass = enc.beginComputePass();
       pass.setPipeline(this.#pipeline);
-      pass.setBindGroup(0, slot.bind);
+      pass.setBindGroup(0, bind);
       pass.dispatchWorkgroups(gx, gy);
       pass.end();
-      enc.copyBufferToBuffer(slot.dout, 0, slot.down, 0, cb);
+      enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
       device.queue.submit([enc.finish()]);
       slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
       slot.downMap = slot.down.mapAsync(MapFlag.READ);
@@ -318,7 +382,12 @@ export class RawPipeline {
     for (const s of this.slots) {
       await s.upMap?.catch(() => undefined);
       await s.downMap?.catch(() => undefined);
-      for (const b of [s.up, s.down, s.din, s.dout]) b.destroy();
+      s.up.destroy();
+      s.down.destroy();
+      for (const { din, dout } of s.dev.values()) {
+        din.destroy();
+        dout.destroy();
+      }
     }
   }
 }
@@ -367,7 +436,7 @@ export async function balanceIterations(
 ): Promise<{ iterations: number; hostMs: number; gpuMs: number; note: string }> {
   const n = plan.elements;
   const sync = new SyncPass(ctx, n, 1);
-  const pipe = new LibPipeline(ctx, { ...plan, iterations: 1 }, 'balance');
+  const pipe = new LibPipeline(ctx, { ...plan, chunks: [...plan.chunks], iterations: 1 }, 'balance');
   const scratch = new Float32Array(n);
   const min = async (k: number, f: () => Promise<number>): Promise<number> => {
     let b = Infinity;
