@@ -404,22 +404,27 @@ export const priorities: Scenario<PrioritiesParams> = {
           const c = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: Math.max(...targets), label: 'timing.calibrate' });
           for (const target of targets) {
             const iterations = Math.max(1, Math.round(target * c.perMs));
+            // Raw and library measurements alternate, so both see the same GPU clock state (a
+            // sleep kernel's duration follows the clock, which changes with load).
             const rawSamples: number[] = [];
+            const elapsed: number[] = [];
+            const pairRatios: number[] = [];
             for (let r = 0; r < M.warmup + M.repeats; r++) {
               const x = await raw.time(iterations);
-              if (r >= M.warmup) rawSamples.push(x);
-            }
-            const rawMs = median(rawSamples);
-            const elapsed: number[] = [];
-            for (let r = 0; r < M.warmup + M.repeats; r++) {
               s.record(e0);
               s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations } });
               s.record(e1);
               await s.synchronize();
-              if (r >= M.warmup) elapsed.push(e0.elapsedTime(e1));
+              const y = e0.elapsedTime(e1);
+              if (r >= M.warmup) {
+                rawSamples.push(x);
+                elapsed.push(y);
+                pairRatios.push(y / x);
+              }
             }
+            const rawMs = median(rawSamples);
             const t = timing(elapsed);
-            const ratio = t.median / rawMs;
+            const ratio = median(pairRatios);
             ratios.push(ratio);
             variants.push({
               name: `elapsedTime, sleep ${target} ms`,
