@@ -63,6 +63,9 @@ const opts = {
   runner: params.get('runner') === 'headless' ? ('headless' as const) : ('page' as const),
   trace: params.get('trace'),
   gpuTimestamps: flag('gpuTimestamps'),
+  /** Attach each scenario's timeline as a PNG data URL (`timelines`) to the report: how a harness
+   * without puppeteer (serve.py on a GPU machine) gets the timeline pictures. */
+  png: flag('png'),
 };
 
 const bench: BenchState = { state: 'idle' };
@@ -273,6 +276,22 @@ function renderTraceSelect(result: SuiteResult): void {
   if (!selectedTrace || !withTrace.some((s) => s.id === selectedTrace)) selectedTrace = defaultTrace(result);
   if (selectedTrace) sel.value = selectedTrace;
   showTrace();
+}
+
+/** Each scenario's timeline rendered and read back as a PNG data URL; the selection is restored. */
+function timelinePngs(result: SuiteResult): Record<string, string> {
+  const canvas = $('timeline') as HTMLCanvasElement;
+  const keep = selectedTrace;
+  const out: Record<string, string> = {};
+  for (const s of result.scenarios) {
+    if (!s.trace.length) continue;
+    selectedTrace = s.id;
+    showTrace();
+    out[s.id] = canvas.toDataURL('image/png');
+  }
+  selectedTrace = keep;
+  showTrace();
+  return out;
 }
 
 function showTrace(): void {
@@ -537,7 +556,7 @@ async function run(only?: string[]): Promise<void> {
     const msg = `done: ${result.scenarios.length} scenario${result.scenarios.length === 1 ? '' : 's'}, ${failed.length ? `FAILED ${failed.join(', ')}` : 'all verified'}`;
     setProgress(msg, 1);
     log(msg);
-    await report(current);
+    await report(opts.png ? { ...current, timelines: timelinePngs(current) } : current);
     bench.state = 'done';
   } catch (e) {
     await fail(e, 'run');
