@@ -55,6 +55,41 @@ export async function measure(
   return timing(samples);
 }
 
+/**
+ * Like {@link measure} for several variants at once, run round-robin: warm-up rounds, then
+ * `repeats` rounds in which every function runs once, in order. Variants compared with each other
+ * then see the same device state (GPU clocks rise and fall with load; caches and pools warm up),
+ * which back-to-back blocks of repeats do not give. Returns one {@link Timing} per function.
+ *
+ * @example
+ * const [tSync, tStreams] = await measureInterleaved([runSync, runStreams], { warmup: 1, repeats: 5 });
+ */
+export async function measureInterleaved(
+  fns: readonly ((run: RunInfo) => Promise<number | void> | number | void)[],
+  options: MeasureOptions = {},
+): Promise<Timing[]> {
+  const warmup = options.warmup ?? 1;
+  const repeats = options.repeats ?? 5;
+  if (!Number.isInteger(warmup) || warmup < 0) {
+    throw new TypeError(`Expected \`warmup\` to be a non-negative integer, got \`${warmup}\` (${typeof warmup})`);
+  }
+  if (!Number.isInteger(repeats) || repeats < 1) {
+    throw new TypeError(`Expected \`repeats\` to be a positive integer, got \`${repeats}\` (${typeof repeats})`);
+  }
+  const samples: number[][] = fns.map(() => []);
+  const total = warmup + repeats;
+  for (let index = 0; index < total; index++) {
+    const isWarmup = index < warmup;
+    for (const [k, fn] of fns.entries()) {
+      const t0 = performance.now();
+      const own = await fn({ index, warmup: isWarmup, last: index === total - 1 });
+      const wall = performance.now() - t0;
+      if (!isWarmup) samples[k]!.push(typeof own === 'number' ? own : wall);
+    }
+  }
+  return samples.map((s) => timing(s));
+}
+
 /** Summary of samples (ms), in run order. Throws on an empty list. */
 export function timing(samples: readonly number[]): Timing {
   if (samples.length === 0) throw new RangeError('timing() needs at least one sample');

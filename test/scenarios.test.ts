@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ScenarioResult, Span, SuiteResult } from '../bench/schema';
 import { scenarios, runSuite } from '../bench/suite';
 import { deviceReport, isSoftwareAdapter } from '../bench/device';
-import { measure, median, timing } from '../bench/stats';
+import { measure, measureInterleaved, median, timing } from '../bench/stats';
 import { chunkedPipeline } from '../bench/scenarios/chunked-pipeline';
 import { overlapProbe } from '../bench/scenarios/overlap-probe';
 import { priorities } from '../bench/scenarios/priorities';
@@ -119,6 +119,16 @@ describe('bench/stats', () => {
     expect(t.samples).toEqual([20, 30, 40]);
     expect(t).toMatchObject({ median: 30, min: 20, max: 40 });
   });
+  it('measureInterleaved runs the variants round-robin, warm-up rounds excluded', async () => {
+    const order: string[] = [];
+    const [a, b] = await measureInterleaved(
+      [({ index, last }) => (order.push(`a${index}${last ? '!' : ''}`), 1 + index), ({ index, last }) => (order.push(`b${index}${last ? '!' : ''}`), 10 + index)],
+      { warmup: 1, repeats: 2 },
+    );
+    expect(order).toEqual(['a0', 'b0', 'a1', 'b1', 'a2!', 'b2!']);
+    expect(a!.samples).toEqual([2, 3]);
+    expect(b!.samples).toEqual([11, 12]);
+  });
   it('median of even and odd counts; timing needs a sample', () => {
     expect(median([3, 1, 2])).toBe(2);
     expect(median([4, 1, 3, 2])).toBe(2.5);
@@ -170,7 +180,7 @@ withDevice('scenarios (quick, Dawn)', () => {
     for (const v of r.variants) expect(v.memoryBytes, v.name).toBe(2 * bytes);
     // The trace has the host fills and read-outs and the GPU ops on the streams.
     expect(r.trace.some((s) => s.kind === 'fill')).toBe(true);
-    expect(r.trace.some((s) => s.kind === 'kernel' && s.lane.startsWith('stream '))).toBe(true);
+    expect(r.trace.some((s) => s.kind === 'kernel' && s.lane.startsWith('streams='))).toBe(true);
   });
 
   it('sleep-streams: 1 stream vs 4 streams, every task verified', async () => {

@@ -8,7 +8,7 @@
 import type { ScenarioResult, Variant } from '../schema';
 import type { Context, DeviceBuffer, PinnedBuffer, Stream } from '../../src/index';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '../reference';
-import { measure, median } from '../stats';
+import { measureInterleaved, median } from '../stats';
 import {
   type Check,
   type Scenario,
@@ -69,7 +69,7 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
     // The synchronous pass: whole-size pinned buffers and device buffers, one stream.
     const sync = ctx.createStream({ label: 'sync' });
     ctx.memory.resetPeak();
-    let memBase = ctx.memory.current;
+    const memBase = ctx.memory.current;
     const upAll = ctx.allocHost(bytes, 'upload', { label: 'sync.in' });
     const downAll = ctx.allocHost(bytes, 'download', { label: 'sync.out' });
     const dIn = ctx.alloc(bytes, { label: 'sync.in' });
@@ -146,38 +146,107 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
         });
 
       // --- sync: one pass, parts timed for the ideal.
-      progress('chunked-pipeline: sync', 0.1);
       const fills: number[] = [];
       const reads: number[] = [];
       const gpus: number[] = [];
-      const runSync = async (): Promise<void> => {
+      const outSync = new Float32Array(n).fill(Number.NaN);
+      const runSync = async (parts: boolean): Promise<void> => {
         await upAll.ready();
         const f0 = performance.now();
         upAll.f32.set(src);
         const g0 = performance.now();
-        trace.host('fill', 'fill', f0, g0);
+        trace.host('fill', 'sync: fill', f0, g0);
         sync.upload(upAll, dIn);
         sync.launch(ci, { bindings: [dIn, dOut], workgroups: [gx, gy], constants });
         sync.download(dOut, downAll);
         await sync.synchronize();
         const r0 = performance.now();
-        out.set(downAll.f32);
+        outSync.set(downAll.f32);
         const r1 = performance.now();
-        trace.host('read', 'read', r0, r1);
-        fills.push(g0 - f0);
-        gpus.push(r0 - g0);
-        reads.push(r1 - r0);
-      };
-      out.fill(Number.NaN);
-      const tSync = await measure(async ({ last, warmup }) => {
-        await trace.record(runSync, last);
-        if (warmup) {
-          fills.pop();
-          gpus.pop();
-          reads.pop();
+        trace.host('read', 'sync: read', r0, r1);
+        if (parts) {
+          fills.push(g0 - f0);
+          gpus.push(r0 - g0);
+          reads.push(r1 - r0);
         }
-      }, p);
-      checks.push(check('sync', out));
+      };
+
+      // --- N streams over N chunks, pinned buffers per stream, reused. Each variant's memory is
+      // what it allocates; all stay alive so the variants can be timed round-robin.
+      progress('chunked-pipeline: setting up the streams', 0.1);
+      interface Chunked {
+        N: number;
+        cb: number;
+        memoryBytes: number;
+        out: Float32Array;
+        run: () => Promise<void>;
+        free: () => void;
+      }
+      const chunked: Chunked[] = counts.map((N) => {
+        const chunk = n / N;
+        const cb = chunk * 4;
+        const [cx, cy] = grid(chunk, 'computeIntensive');
+        ctx.memory.resetPeak();
+        const base = ctx.memory.current;
+        const streams: Stream[] = [];
+        const up: PinnedBuffer[] = [];
+        const down: PinnedBuffer[] = [];
+        const din: DeviceBuffer[] = [];
+        const dout: DeviceBuffer[] = [];
+        for (let i = 0; i < N; i++) {
+          streams.push(ctx.createStream({ label: `streams=${N}: ${i}` }));
+          up.push(ctx.allocHost(cb, 'upload', { label: `N${N}.chunk${i}.in` }));
+          down.push(ctx.allocHost(cb, 'download', { label: `N${N}.chunk${i}.out` }));
+          din.push(ctx.alloc(cb, { label: `N${N}.chunk${i}.in` }));
+          dout.push(ctx.alloc(cb, { label: `N${N}.chunk${i}.out` }));
+        }
+        const memoryBytes = ctx.memory.peak - base;
+        const outN = new Float32Array(n).fill(Number.NaN);
+        const run = async (): Promise<void> => {
+          for (let i = 0; i < N; i++) {
+            const s = streams[i]!;
+            const pin = up[i]!;
+            const dpin = down[i]!;
+            const off = i * chunk;
+            await pin.ready();
+            const f0 = performance.now();
+            pin.f32.set(src.subarray(off, off + chunk));
+            trace.host('fill', `streams=${N}: fill chunk ${i}`, f0);
+            s.upload(pin, din[i]!);
+            s.launch(ci, { bindings: [din[i]!, dout[i]!], workgroups: [cx, cy], constants });
+            s.download(dout[i]!, dpin);
+            s.hostFn(() => {
+              const r0 = performance.now();
+              outN.set(dpin.f32, off);
+              trace.host('read', `streams=${N}: read chunk ${i}`, r0);
+            });
+            ctx.flush();
+          }
+          await Promise.all(streams.map((s) => s.synchronize()));
+        };
+        const free = (): void => {
+          for (const b of [...up, ...down, ...din, ...dout]) b.destroy();
+          for (const s of streams) s.destroy();
+        };
+        return { N, cb, memoryBytes, out: outN, run, free };
+      });
+
+      progress('chunked-pipeline: sync and streams, round-robin', 0.2);
+      let timings: Variant['time'][];
+      try {
+        timings = await measureInterleaved(
+          [
+            ({ last, warmup }: { last: boolean; warmup: boolean }) => trace.record(() => runSync(!warmup), last),
+            ...chunked.map((c) => ({ last }: { last: boolean }) => trace.record(c.run, last)),
+          ],
+          p,
+        );
+      } finally {
+        await ctx.synchronize().catch(() => undefined);
+        for (const c of chunked) c.free();
+      }
+      const tSync = timings[0]!;
+      checks.push(check('sync', outSync));
       const hostWork = median(fills.map((f, i) => f + reads[i]!));
       const gpuWork = median(gpus);
       const ideal = Math.max(hostWork, gpuWork);
@@ -196,68 +265,16 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
           },
         },
       ];
-
-      // --- N streams over N chunks, pinned buffers per stream, reused.
-      for (const [ci_, N] of counts.entries()) {
-        progress(`chunked-pipeline: ${N} stream${N > 1 ? 's' : ''}`, 0.2 + (0.75 * ci_) / counts.length);
-        const chunk = n / N;
-        const cb = chunk * 4;
-        const [cx, cy] = grid(chunk, 'computeIntensive');
-        ctx.memory.resetPeak();
-        memBase = ctx.memory.current;
-        const streams: Stream[] = [];
-        const up: PinnedBuffer[] = [];
-        const down: PinnedBuffer[] = [];
-        const din: DeviceBuffer[] = [];
-        const dout: DeviceBuffer[] = [];
-        for (let i = 0; i < N; i++) {
-          streams.push(ctx.createStream({ label: `stream ${i}` }));
-          up.push(ctx.allocHost(cb, 'upload', { label: `chunk${i}.in` }));
-          down.push(ctx.allocHost(cb, 'download', { label: `chunk${i}.out` }));
-          din.push(ctx.alloc(cb, { label: `chunk${i}.in` }));
-          dout.push(ctx.alloc(cb, { label: `chunk${i}.out` }));
-        }
-        const memoryBytes = ctx.memory.peak - memBase;
-        let rec = false;
-        const runChunks = async (): Promise<void> => {
-          for (let i = 0; i < N; i++) {
-            const s = streams[i]!;
-            const pin = up[i]!;
-            const dpin = down[i]!;
-            const off = i * chunk;
-            await pin.ready();
-            const f0 = performance.now();
-            pin.f32.set(src.subarray(off, off + chunk));
-            trace.host('fill', `fill chunk ${i}`, f0);
-            s.upload(pin, din[i]!);
-            s.launch(ci, { bindings: [din[i]!, dout[i]!], workgroups: [cx, cy], constants });
-            s.download(dout[i]!, dpin);
-            s.hostFn(() => {
-              const r0 = performance.now();
-              out.set(dpin.f32, off);
-              if (rec) trace.host('read', `read chunk ${i}`, r0);
-            });
-            ctx.flush();
-          }
-          await Promise.all(streams.map((s) => s.synchronize()));
-        };
-        out.fill(Number.NaN);
-        const t = await measure(async ({ last }) => {
-          rec = last;
-          await trace.record(runChunks, last);
-        }, p);
-        checks.push(check(`streams=${N}`, out));
+      for (const [k, c] of chunked.entries()) {
+        checks.push(check(`streams=${c.N}`, c.out));
         variants.push({
-          name: `streams=${N}`,
-          time: t,
+          name: `streams=${c.N}`,
+          time: timings[k + 1]!,
           ideal: round(ideal),
           baseline: 'sync',
-          memoryBytes,
-          extra: { chunks: N, chunkBytes: cb },
+          memoryBytes: c.memoryBytes,
+          extra: { chunks: c.N, chunkBytes: c.cb },
         });
-        await ctx.synchronize();
-        for (const b of [...up, ...down, ...din, ...dout]) b.destroy();
-        for (const s of streams) s.destroy();
       }
       compare(variants);
 

@@ -10,11 +10,11 @@
  * - the host cost of enqueuing an op, and the submit + completion round trip.
  * The raw paths use `ctx.device` directly, as a hand-written WebGPU program would.
  */
-import type { ScenarioResult, Variant } from '../schema';
+import type { ScenarioResult, Timing, Variant } from '../schema';
 import { createContext } from '../../src/index';
 import type { DeviceBuffer, Stream } from '../../src/index';
 import { randomSeed, rng, sleepStep } from '../reference';
-import { gbps, measure, median, timing } from '../stats';
+import { gbps, measure, measureInterleaved, median, timing } from '../stats';
 import {
   type Check,
   type Scenario,
@@ -155,34 +155,36 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       const copyWork = (s: Stream): void => {
         for (let i = 0; i < copies; i++) copyOne(s);
       };
-      const tCopy = await measure(async () => {
-        copyWork(sA);
-        await sA.synchronize();
-      }, M);
       const kBuf = keep(ctx.alloc(p.kernelElements * 4, { label: 'probe.kernel.data' }));
       const [kx, ky] = grid(p.kernelElements, 'sleep');
       const kCal = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: copies * copyMs, label: 'probe.calibrate' });
       const kernelOnce = (s: Stream, buf: DeviceBuffer = kBuf, iterations = kCal.iterations, [x, y] = [kx, ky]): void =>
         void s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [x, y], constants: { iterations } });
-      const tKernel = await measure(async () => {
-        kernelOnce(sA);
-        await sA.synchronize();
-      }, M);
-      const tSerial = await measure(async () => {
-        copyWork(sA);
-        kernelOnce(sA);
-        await sA.synchronize();
-      }, M);
-      const tBoth = await measure(
-        ({ last }) =>
-          trace.record(async () => {
+      const [tCopy, tKernel, tSerial, tBoth] = (await measureInterleaved(
+        [
+          async () => {
+            copyWork(sA);
+            await sA.synchronize();
+          },
+          async () => {
             kernelOnce(sA);
-            copyWork(sB);
-            ctx.flush();
-            await Promise.all([sA.synchronize(), sB.synchronize()]);
-          }, last),
+            await sA.synchronize();
+          },
+          async () => {
+            copyWork(sA);
+            kernelOnce(sA);
+            await sA.synchronize();
+          },
+          ({ last }) =>
+            trace.record(async () => {
+              kernelOnce(sA);
+              copyWork(sB);
+              ctx.flush();
+              await Promise.all([sA.synchronize(), sB.synchronize()]);
+            }, last),
+        ],
         M,
-      );
+      )) as [Timing, Timing, Timing, Timing];
       const ccIdeal = Math.max(tCopy.median, tKernel.median);
       variants.push(
         {
@@ -207,23 +209,25 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       const sCal = await calibrateSleep(ctx, { elements: p.smallElements, targetMs: p.smallMs, label: 'probe.calibrate.small' });
       const sg = grid(p.smallElements, 'sleep');
       const kStreams = Array.from({ length: p.k }, (_, i) => keep(ctx.createStream({ label: `dispatch ${i}` })));
-      const t1 = await measure(async () => {
-        kernelOnce(sA, smallBufs[0], sCal.iterations, sg);
-        await sA.synchronize();
-      }, M);
-      const tK1 = await measure(async () => {
-        for (const b of smallBufs) kernelOnce(sA, b, sCal.iterations, sg);
-        await sA.synchronize();
-      }, M);
-      const tKK = await measure(
-        ({ last }) =>
-          trace.record(async () => {
-            smallBufs.forEach((b, i) => kernelOnce(kStreams[i]!, b, sCal.iterations, sg));
-            ctx.flush();
-            await Promise.all(kStreams.map((s) => s.synchronize()));
-          }, last),
+      const [t1, tK1, tKK] = (await measureInterleaved(
+        [
+          async () => {
+            kernelOnce(sA, smallBufs[0], sCal.iterations, sg);
+            await sA.synchronize();
+          },
+          async () => {
+            for (const b of smallBufs) kernelOnce(sA, b, sCal.iterations, sg);
+            await sA.synchronize();
+          },
+          ({ last }) =>
+            trace.record(async () => {
+              smallBufs.forEach((b, i) => kernelOnce(kStreams[i]!, b, sCal.iterations, sg));
+              ctx.flush();
+              await Promise.all(kStreams.map((s) => s.synchronize()));
+            }, last),
+        ],
         M,
-      );
+      )) as [Timing, Timing, Timing];
       const ratio1 = (tK1.median - rt) / Math.max(1e-9, t1.median - rt);
       const ratioK = (tKK.median - rt) / Math.max(1e-9, t1.median - rt);
       variants.push(
@@ -245,28 +249,31 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
         fillPin.u32.set(fillSrc);
         trace.host('fill', `fill ${bytesText(p.fillBytes)}`, t);
       };
-      const tFill = await measure(() => doFill(), M);
-      const fCal = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: Math.max(tFill.median, 0.5), label: 'probe.calibrate.fill' });
+      const tFillPre = await measure(() => doFill(), M);
+      const fCal = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: Math.max(tFillPre.median, 0.5), label: 'probe.calibrate.fill' });
       const gpuWork = (): void => kernelOnce(sA, kBuf, fCal.iterations);
-      const tGpu = await measure(async () => {
-        gpuWork();
-        await sA.synchronize();
-      }, M);
-      const tFillThen = await measure(async () => {
-        doFill();
-        gpuWork();
-        await sA.synchronize();
-      }, M);
-      const tFillDuring = await measure(
-        ({ last }) =>
-          trace.record(async () => {
+      const [tFill, tGpu, tFillThen, tFillDuring] = (await measureInterleaved(
+        [
+          () => doFill(),
+          async () => {
             gpuWork();
-            ctx.flush();
-            doFill();
             await sA.synchronize();
-          }, last),
+          },
+          async () => {
+            doFill();
+            gpuWork();
+            await sA.synchronize();
+          },
+          ({ last }) =>
+            trace.record(async () => {
+              gpuWork();
+              ctx.flush();
+              doFill();
+              await sA.synchronize();
+            }, last),
+        ],
         M,
-      );
+      )) as [Timing, Timing, Timing, Timing];
       const hgIdeal = Math.max(tFill.median, tGpu.median);
       variants.push(
         { name: 'host fill only', time: tFill, ideal: null, gbps: round(gbps(p.fillBytes, tFill.median)), extra: { bytes: p.fillBytes } },

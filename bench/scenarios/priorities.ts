@@ -12,11 +12,11 @@
  * - Event timing: `elapsedTime` between timing events around calibrated sleep kernels, against the
  *   same kernels timed with raw WebGPU timestamp queries.
  */
-import type { ScenarioResult, Span, Variant } from '../schema';
+import type { ScenarioResult, Span, Timing, Variant } from '../schema';
 import { createContext, builtinShaders, EventTimingError } from '../../src/index';
 import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng, sleepStep } from '../reference';
-import { measure, median, timing } from '../stats';
+import { measureInterleaved, median, timing } from '../stats';
 import {
   type Check,
   type Scenario,
@@ -151,9 +151,11 @@ export const priorities: Scenario<PrioritiesParams> = {
         }
         return urgentMs;
       };
-      const tEq = await measure(({ last }) => ptrace.record(() => runOnce(urgentEq, last), false), M);
+      const [tEq, tHi] = (await measureInterleaved(
+        [({ last }) => runOnce(urgentEq, last), ({ last }) => ptrace.record(() => runOnce(urgentHi, last), last)],
+        M,
+      )) as [Timing, Timing];
       const eqBefore = orderOf.get(urgentEq.label)?.[0] ?? -1;
-      const tHi = await measure(({ last }) => ptrace.record(() => runOnce(urgentHi, last), last), M);
       const hiBefore = orderOf.get(urgentHi.label)?.[0] ?? -1;
       // The urgent kernel's result is right.
       const urgentOut = new Uint32Array(p.kernelElements);
@@ -323,12 +325,6 @@ export const priorities: Scenario<PrioritiesParams> = {
           await Promise.all([load.synchronize(), compute.synchronize(), prefetch.synchronize()]);
         };
 
-        const tSerial = await measure(async ({ warmup }) => {
-          await runSerial();
-          if (warmup) {
-            fills.length = gpus.length = reads.length = 0;
-          }
-        }, M);
         const checkResults = (name: string): Check => {
           const bad: string[] = [];
           let detail = '';
@@ -342,10 +338,30 @@ export const priorities: Scenario<PrioritiesParams> = {
           }
           return bad.length ? { ok: false, detail, mismatch: bad.join('; ') } : { ok: true, detail: `${detail}: computeIntensive(${it})` };
         };
-        checks.push(checkResults('serial'));
-        for (const r of results) r.fill(Number.NaN);
-        const tPrefetch = await measure(({ last }) => trace.record(runPrefetch, last), M);
-        checks.push(checkResults('prefetch'));
+        // Round-robin; each variant's results are checked after its last run, outside its timing.
+        const [tSerial, tPrefetch] = (await measureInterleaved(
+          [
+            async ({ warmup, last }) => {
+              for (const r of results) r.fill(Number.NaN);
+              const s0 = performance.now();
+              await runSerial();
+              const t = performance.now() - s0;
+              if (warmup) fills.length = gpus.length = reads.length = 0;
+              if (last) checks.push(checkResults('serial'));
+              return t;
+            },
+            async ({ last }) => {
+              for (const r of results) r.fill(Number.NaN);
+              const s0 = performance.now();
+              await trace.record(runPrefetch, last);
+              const t = performance.now() - s0;
+              if (last) checks.push(checkResults('prefetch'));
+              return t;
+            },
+          ],
+          M,
+        )) as [Timing, Timing];
+
         const hostWork = p.batches * (median(fills) + median(reads));
         const gpuWork = p.batches * median(gpus);
         const ideal = Math.max(hostWork, gpuWork);

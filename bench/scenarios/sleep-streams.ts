@@ -7,7 +7,7 @@
 import type { ScenarioResult, Variant } from '../schema';
 import type { Context, DeviceBuffer, PinnedBuffer, Stream } from '../../src/index';
 import { randomSeed, rng, sleepStep } from '../reference';
-import { measure, median } from '../stats';
+import { measureInterleaved, median } from '../stats';
 import {
   type Check,
   type Scenario,
@@ -153,16 +153,25 @@ export const sleepStreams: Scenario<SleepStreamsParams> = {
         timing: timer.gpu ? 'GPU timestamps' : 'wall time',
       };
 
-      progress('sleep-streams: 1 stream', 0.4);
+      // Both variants round-robin (same GPU clocks), fresh inputs per variant; each variant's
+      // results are checked right after its last run, outside its timing.
+      progress(`sleep-streams: 1 stream and ${p.tasks} streams, round-robin`, 0.4);
       const inputs1 = Array.from({ length: p.tasks }, () => gen.u32Array(p.elements));
-      const t1 = await measure(({ last }) => trace.record(() => runTasks([single], inputs1), last), p);
-      await verify('1 stream', inputs1);
-      variants.push({ name: '1 stream', time: t1, ideal: null, memoryBytes, extra });
-
-      progress(`sleep-streams: ${p.tasks} streams`, 0.7);
       const inputsN = Array.from({ length: p.tasks }, () => gen.u32Array(p.elements));
-      const tN = await measure(({ last }) => trace.record(() => runTasks(multi, inputsN), last), p);
-      await verify(`${p.tasks} streams`, inputsN);
+      const variant =
+        (name: string, streams: Stream[], inputs: Uint32Array[]) =>
+        async ({ last }: { last: boolean }): Promise<number> => {
+          const s0 = performance.now();
+          await trace.record(() => runTasks(streams, inputs), last);
+          const t = performance.now() - s0;
+          if (last) await verify(name, inputs);
+          return t;
+        };
+      const [t1, tN] = (await measureInterleaved([variant('1 stream', [single], inputs1), variant(`${p.tasks} streams`, multi, inputsN)], p)) as [
+        Variant['time'],
+        Variant['time'],
+      ];
+      variants.push({ name: '1 stream', time: t1, ideal: null, memoryBytes, extra });
       variants.push({ name: `${p.tasks} streams`, time: tN, ideal: round(ideal), baseline: '1 stream', memoryBytes, extra });
       compare(variants);
 

@@ -12,7 +12,7 @@
 import type { ScenarioResult, Span, Variant } from '../schema';
 import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
 import { randomSeed, rng, vectorAddRef } from '../reference';
-import { measure, median } from '../stats';
+import { measureInterleaved, median } from '../stats';
 import {
   type Check,
   type Scenario,
@@ -197,31 +197,48 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
           const keepTrace = L === layerCounts[0] && cost === traceCost;
           const want = refs[L - 1]!;
 
-          const runVariant = async (
-            name: string,
-            slots: number,
-            fn: typeof runResident,
-            preload: boolean,
-          ): Promise<{ time: Variant['time']; memoryBytes: number; out: Float32Array }> => {
+          // Set up the three variants one after another, each measuring its own device memory
+          // (peak over its allocation and one untimed run, less what was alive before), then time
+          // them round-robin so they see the same GPU clocks.
+          interface Setup {
+            name: string;
+            model: { act: DeviceBuffer[]; w: DeviceBuffer[] };
+            fn: typeof runResident;
+            out: Float32Array;
+            memoryBytes: number;
+          }
+          const setup = async (name: string, slots: number, fn: typeof runResident, preload: boolean): Promise<Setup> => {
             await ctx.synchronize();
             ctx.memory.resetPeak();
             const base = ctx.memory.current;
-            const m = allocModel(slots, name);
+            const model = allocModel(slots, name);
             if (preload) {
-              await loadAll(L, m, load);
+              await loadAll(L, model, load);
               await load.synchronize();
             }
             const out = new Float32Array(n).fill(Number.NaN);
-            const time = await measure(({ last }) => trace.record(() => fn(L, m, extraIt, out), last && keepTrace), p);
-            const memoryBytes = ctx.memory.peak - base;
-            await free(m);
-            checks.push(checkBytes(`${tag}: ${name} == CPU chain of ${L} f32 adds`, new Uint8Array(out.buffer), new Uint8Array(want.buffer)));
-            return { time, memoryBytes, out };
+            await fn(L, model, extraIt, out);
+            return { name, model, fn, out, memoryBytes: ctx.memory.peak - base };
           };
-
-          const resident = await runVariant('resident', L, runResident, true);
-          const serial = await runVariant('load, then compute', L, runLoadThenCompute, false);
-          const slots = await runVariant('2 slots', 2, runTwoSlots, false);
+          const setups = [
+            await setup('resident', L, runResident, true),
+            await setup('load, then compute', L, runLoadThenCompute, false),
+            await setup('2 slots', 2, runTwoSlots, false),
+          ];
+          for (const v of setups) v.out.fill(Number.NaN);
+          const timings = await measureInterleaved(
+            setups.map((v) => ({ last }: { last: boolean }) => trace.record(() => v.fn(L, v.model, extraIt, v.out), last && keepTrace)),
+            p,
+          );
+          for (const v of setups) {
+            await free(v.model);
+            checks.push(checkBytes(`${tag}: ${v.name} == CPU chain of ${L} f32 adds`, new Uint8Array(v.out.buffer), new Uint8Array(want.buffer)));
+          }
+          const [resident, serial, slots] = setups.map((v, k) => ({ ...v, time: timings[k]! })) as [
+            Setup & { time: Variant['time'] },
+            Setup & { time: Variant['time'] },
+            Setup & { time: Variant['time'] },
+          ];
           checks.push(checkBytes(`${tag}: 2 slots == resident, bit for bit`, new Uint8Array(slots.out.buffer), new Uint8Array(resident.out.buffer)));
 
           const loadTotal = loadTotals.get(L)!;
