@@ -8,6 +8,7 @@
  *   encoder, one submit) for comparison.
  */
 import type { Context } from '../../src/index';
+import { grid } from '../scenarios/common';
 import type { Check } from '../scenarios/common';
 import {
   MiB,
@@ -21,6 +22,7 @@ import {
   sizeText,
   type PerfGroup,
   type PerfGroupResult,
+  type PerfMetric,
   type PerfOptions,
 } from './common';
 import { OpBench, type OpCost } from './ops';
@@ -35,9 +37,11 @@ interface Params {
   opRepeats: number;
   maxIterations: number;
   probeIterations: number;
+  /** One-chunk round trips measured for the per-chunk host cost. */
+  chunkRounds: number;
 }
-const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 7, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256 };
-const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_000, opRepeats: 3, maxIterations: 256, probeIterations: 8 };
+const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 7, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256, chunkRounds: 300 };
+const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_000, opRepeats: 3, maxIterations: 256, probeIterations: 8, chunkRounds: 40 };
 
 export const TARGET_P5 = 1.05;
 export const TARGET_P5_OP_US = 5;
@@ -52,7 +56,8 @@ export const libraryCostGroup: PerfGroup = {
     const progress = opts.progress ?? (() => {});
     const bytes = Math.min(p.bytes, ctx.limits.maxBufferSize, ctx.limits.maxStorageBufferBindingSize);
     const n = bytes / 4;
-    const metrics = [];
+    const metrics: PerfMetric[] = [];
+    let pipelineMetric: (() => PerfMetric) | null = null;
 
     // ------------------------------------------------------------------ pipeline: library vs raw
     {
@@ -88,7 +93,7 @@ export const libraryCostGroup: PerfGroup = {
         );
         const tLib = median(samples.lib);
         const tRaw = median(samples.raw);
-        metrics.push(
+        pipelineMetric = () =>
           metric(ctx, {
             id: 'P5',
             name: 'library pipeline / hand-written raw WebGPU pipeline',
@@ -98,17 +103,37 @@ export const libraryCostGroup: PerfGroup = {
             meets: tLib / tRaw <= TARGET_P5,
             detail:
               `${sizeText(bytes)} in ${plan.label}, ring ${plan.ring}, ${plan.iterations} iterations (${bal.note}): ` +
-              `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)`,
-            figures: { seed, bytes, chunks: plan.label, ring: plan.ring, iterations: plan.iterations, libMs: round(tLib), rawMs: round(tRaw), libSamples: samples.lib.map((x) => round(x, 3)).join(' '), rawSamples: samples.raw.map((x) => round(x, 3)).join(' ') },
-            checks,
+              `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)` +
+              (chunkCost ? `; host time per chunk (enqueue + flush vs encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us` : ''),
+            figures: {
+              seed,
+              bytes,
+              chunks: plan.label,
+              ring: plan.ring,
+              iterations: plan.iterations,
+              libMs: round(tLib),
+              rawMs: round(tRaw),
+              libSamples: samples.lib.map((x) => round(x, 3)).join(' '),
+              rawSamples: samples.raw.map((x) => round(x, 3)).join(' '),
+              ...(chunkCost ? { chunkHostLibUs: round(chunkCost.libUs), chunkHostLibEnqueueUs: round(chunkCost.libEnqueueUs), chunkHostLibFlushUs: round(chunkCost.libFlushUs), chunkHostRawUs: round(chunkCost.rawUs) } : {}),
+            },
+            checks: chunkCost ? [...checks, ...chunkCost.checks] : checks,
             seed,
-          }),
-        );
+          });
       } finally {
         await lib.destroy();
         await raw.destroy();
       }
     }
+
+    // ------------------------------------------------------------------ host cost per chunk
+    let chunkCost: ChunkHostCost | null = null;
+    {
+      progress('P5: host cost of one pipeline chunk, library vs raw', 0.6);
+      chunkCost = await chunkHostCost(ctx, seed, p.chunkRounds);
+    }
+
+    if (pipelineMetric) metrics.push(pipelineMetric());
 
     // ------------------------------------------------------------------ host cost per op
     {
@@ -173,3 +198,72 @@ export const libraryCostGroup: PerfGroup = {
     return { metrics, tables: [] };
   },
 };
+
+interface ChunkHostCost {
+  /** Host time of one chunk through the library: enqueue (upload, launch, download) + flush, us. */
+  libUs: number;
+  libEnqueueUs: number;
+  libFlushUs: number;
+  /** The same by hand: encode + submit + the two mapAsync calls, us. */
+  rawUs: number;
+  checks: Check[];
+}
+
+/**
+ * Host time of one pipeline chunk (64 KiB up, compute_intensive(1), down), one chunk at a time
+ * so the GPU is idle while the host works: the library's enqueue + flush vs raw encode + submit +
+ * mapAsync. Medians; the last chunk of each is checked.
+ */
+async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promise<ChunkHostCost> {
+  const ce = 16 * 1024;
+  const cb = ce * 4;
+  const input = randomF32(seed ^ 0x3c6ef372, ce);
+  const s = ctx.createStream({ label: 'chunk cost', nonBlocking: true });
+  const up = ctx.allocHost(cb, 'upload', { label: 'chunk.up' });
+  const down = ctx.allocHost(cb, 'download', { label: 'chunk.down' });
+  const din = ctx.alloc(cb, { label: 'chunk.in' });
+  const dout = ctx.alloc(cb, { label: 'chunk.out' });
+  const raw = new RawPipeline(ctx, makePlan(ce, 1, 1, 1));
+  const k = ctx.kernels.computeIntensive;
+  const workgroups = grid(ce, 'computeIntensive');
+  const enq: number[] = [];
+  const fl: number[] = [];
+  const rawT: number[] = [];
+  const checks: Check[] = [];
+  const cache = new Map<number, number>();
+  try {
+    up.f32.set(input);
+    for (let i = 0; i < rounds + 10; i++) {
+      await up.ready();
+      await down.ready();
+      const t0 = performance.now();
+      s.upload(up, din);
+      s.launch(k, { bindings: [din, dout], workgroups, constants: { iterations: 1 } });
+      s.download(dout, down);
+      const t1 = performance.now();
+      ctx.flush();
+      const t2 = performance.now();
+      if (i >= 10) {
+        enq.push(t1 - t0);
+        fl.push(t2 - t1);
+      }
+    }
+    await down.ready();
+    checks.push(checkPipelineOutput('per-chunk cost, library chunk', down.f32, input, ce, 1, cache));
+    const out = new Float32Array(ce);
+    for (let i = 0; i < rounds + 10; i++) {
+      const ms = await raw.encodeOneChunk(input);
+      if (i >= 10) rawT.push(ms);
+    }
+    await raw.readLast(out);
+    checks.push(checkPipelineOutput('per-chunk cost, raw chunk', out, input, ce, 1, cache));
+  } finally {
+    await s.synchronize().catch(() => undefined);
+    s.destroy();
+    for (const b of [up, down, din, dout]) b.destroy();
+    await raw.destroy();
+  }
+  const e = median(enq) * 1000;
+  const f = median(fl) * 1000;
+  return { libUs: e + f, libEnqueueUs: e, libFlushUs: f, rawUs: median(rawT) * 1000, checks };
+}

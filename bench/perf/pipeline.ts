@@ -378,6 +378,56 @@ export class RawPipeline {
     return performance.now() - t0;
   }
 
+  /**
+   * One chunk (the plan's first) through slot 0 with the host waiting for nothing it does not
+   * need: waits for the previous round's maps, fills, encodes, submits, maps. Returns the host
+   * time of encode + submit + mapAsync calls, ms.
+   */
+  async encodeOneChunk(src: Float32Array): Promise<number> {
+    const slot = this.slots[0]!;
+    const ce = this.plan.chunks[0]!;
+    const cb = ce * 4;
+    if (slot.downMap) {
+      await slot.downMap;
+      slot.downMap = null;
+      slot.down.unmap();
+    }
+    if (slot.upMap) {
+      await slot.upMap;
+      slot.upMap = null;
+    }
+    new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(0, ce));
+    slot.up.unmap();
+    const t0 = performance.now();
+    const { din, dout, bind } = slot.dev.get(ce)!;
+    const [gx, gy] = this.#grids.get(ce)!;
+    const enc = this.device.createCommandEncoder();
+    enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
+    const pass = enc.beginComputePass();
+    pass.setPipeline(this.#pipeline);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(gx, gy);
+    pass.end();
+    enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
+    this.device.queue.submit([enc.finish()]);
+    slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
+    slot.downMap = slot.down.mapAsync(MapFlag.READ);
+    const ms = performance.now() - t0;
+    slot.pending = 0;
+    return ms;
+  }
+
+  /** After {@link encodeOneChunk}: copies its result into `out`. */
+  async readLast(out: Float32Array): Promise<void> {
+    const slot = this.slots[0]!;
+    const ce = this.plan.chunks[0]!;
+    await slot.downMap;
+    slot.downMap = null;
+    out.set(new Float32Array(slot.down.getMappedRange(0, ce * 4)));
+    slot.down.unmap();
+    slot.pending = -1;
+  }
+
   async destroy(): Promise<void> {
     for (const s of this.slots) {
       await s.upMap?.catch(() => undefined);
