@@ -371,22 +371,30 @@ export class TraceRecorder {
   /** Spans sorted by start; segments moved next to each other (see the class comment). */
   result(): Span[] {
     const all = librarySpans(this.ctx, Math.min(Infinity, ...this.#segments.map((g) => g.from)));
-    const segs = this.#segments
-      .map((g) => [...all.filter((x) => x.start >= g.from && x.start <= g.to), ...g.host])
-      .filter((spans) => spans.length > 0)
-      .map((spans) => ({ spans, start: Math.min(...spans.map((x) => x.start)), end: Math.max(...spans.map((x) => x.end)) }))
-      .sort((a, b) => a.start - b.start);
-    const longest = Math.max(0, ...segs.map((g) => g.end - g.start));
-    const gap = Math.max(0.2, 0.1 * longest);
-    const out: Span[] = [];
-    let cursor = segs[0]?.start ?? 0;
-    for (const g of segs) {
-      const shift = g.start > cursor + gap ? cursor + gap - g.start : 0;
-      for (const x of g.spans) out.push({ ...x, start: x.start + shift, end: x.end + shift });
-      cursor = Math.max(cursor, g.end + shift);
-    }
-    return out.sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
+    return sideBySide(this.#segments.map((g) => [...all.filter((x) => x.start >= g.from && x.start <= g.to), ...g.host]));
   }
+}
+
+/**
+ * Places groups of spans one after another in time order, each moved (if it started later) to
+ * begin a small gap after the previous one ended; times inside a group are kept. Returns all spans
+ * sorted by start.
+ */
+export function sideBySide(groups: Span[][]): Span[] {
+  const segs = groups
+    .filter((spans) => spans.length > 0)
+    .map((spans) => ({ spans, start: Math.min(...spans.map((x) => x.start)), end: Math.max(...spans.map((x) => x.end)) }))
+    .sort((a, b) => a.start - b.start);
+  const longest = Math.max(0, ...segs.map((g) => g.end - g.start));
+  const gap = Math.max(0.2, 0.1 * longest);
+  const out: Span[] = [];
+  let cursor = segs[0]?.start ?? 0;
+  for (const g of segs) {
+    const shift = g.start > cursor + gap ? cursor + gap - g.start : 0;
+    for (const x of g.spans) out.push({ ...x, start: x.start + shift, end: x.end + shift });
+    cursor = Math.max(cursor, g.end + shift);
+  }
+  return out.sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
 }
 
 /** The library's trace spans that started at or after `from` (ms), as schema spans. */

@@ -23,6 +23,7 @@ import {
   MapFlag,
   StreamTimer,
   TraceRecorder,
+  sideBySide,
   Usage,
   bytesText,
   calibrateSleep,
@@ -467,7 +468,6 @@ export const priorities: Scenario<PrioritiesParams> = {
       }
     }
 
-    spans.push(...trace.result());
     return {
       id: 'priorities',
       title: priorities.title,
@@ -475,7 +475,7 @@ export const priorities: Scenario<PrioritiesParams> = {
       variants,
       verification: verification(seed, checks),
       verdicts,
-      trace: spans.sort((a, b) => a.start - b.start),
+      trace: sideBySide([spans, trace.result()]),
       wallMs: performance.now() - t0,
     } satisfies ScenarioResult;
   },
