@@ -33,26 +33,78 @@ export interface KernelOptions {
   label?: string;
 }
 
-const SCALAR_BYTES: Record<string, number> = { f32: 4, u32: 4, i32: 4, f16: 2 };
+const SCALARS: Record<string, number> = { f32: 4, u32: 4, i32: 4, f16: 2, bool: 4, atomic: 4 };
 
-function typeBytes(type: string): number {
+interface Layout {
+  size: number;
+  align: number;
+}
+
+const roundUp = (n: number, a: number): number => Math.ceil(n / a) * a;
+
+/** Splits struct members on commas outside `<...>`. */
+function splitTopLevel(body: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let cur = '';
+  for (const ch of body) {
+    if (ch === '<') depth++;
+    else if (ch === '>') depth--;
+    if (ch === ',' && depth === 0) {
+      out.push(cur.trim());
+      cur = '';
+    } else cur += ch;
+  }
+  out.push(cur.trim());
+  return out.filter(Boolean);
+}
+
+/**
+ * WGSL size and alignment of a type (the host-shareable layout rules), for the smallest buffer a
+ * binding accepts: a runtime-sized array counts one element. Unknown types count as 4 bytes.
+ */
+function layoutOf(type: string, structs: Map<string, string>): Layout {
   const t = type.replace(/\s+/g, '');
-  const scalar = SCALAR_BYTES[t];
-  if (scalar) return scalar;
-  const vec = /^vec([234])<(\w+)>$/.exec(t) ?? /^vec([234])([fiu])$/.exec(t);
+  const scalar = SCALARS[t.replace(/^atomic<(\w+)>$/, '$1')];
+  if (scalar) return { size: scalar, align: scalar };
+  const vec = /^vec([234])(?:<(\w+)>|([fiuh]))$/.exec(t);
   if (vec) {
     const n = Number(vec[1]);
-    const el = vec[2]!.length === 1 ? 4 : (SCALAR_BYTES[vec[2]!] ?? 4);
-    return (n === 3 ? 4 : n) * el;
+    const el = vec[3] === 'h' || vec[2] === 'f16' ? 2 : 4;
+    const align = (n === 2 ? 2 : 4) * el;
+    return { size: n * el, align };
   }
-  const arr = /^array<(.+?)(?:,(\d+))?>$/.exec(t);
-  if (arr) return typeBytes(arr[1]!) * (arr[2] ? Number(arr[2]) : 1);
-  return 4;
+  const mat = /^mat([234])x([234])(?:<(\w+)>|([fh]))$/.exec(t);
+  if (mat) {
+    const col = layoutOf(`vec${mat[2]}<${mat[3] ?? (mat[4] === 'h' ? 'f16' : 'f32')}>`, structs);
+    return { size: Number(mat[1]) * roundUp(col.size, col.align), align: col.align };
+  }
+  const arr = /^array<(.+?)(?:,(\d+)u?)?>$/.exec(t);
+  if (arr) {
+    const el = layoutOf(arr[1]!, structs);
+    const stride = roundUp(el.size, el.align);
+    return { size: stride * (arr[2] ? Number(arr[2]) : 1), align: el.align };
+  }
+  const body = structs.get(t);
+  if (body !== undefined) {
+    let offset = 0;
+    let align = 1;
+    for (const field of splitTopLevel(body)) {
+      const m = /^(?:@\w+(?:\([^)]*\))?\s*)*\w+\s*:\s*(.+)$/.exec(field);
+      if (!m) continue;
+      const f = layoutOf(m[1]!, structs);
+      offset = roundUp(offset, f.align) + f.size;
+      align = Math.max(align, f.align);
+    }
+    return { size: roundUp(offset, align), align };
+  }
+  return { size: 4, align: 4 };
 }
 
 /** Reads the group-0 bindings, overrides and workgroup size of a WGSL compute shader. */
 export function reflectWgsl(wgsl: string, entryPoint: string): { bindings: BindingInfo[]; overrides: string[]; workgroupSize: [number, number, number] | null } {
   const code = wgsl.replace(/\/\/[^\n]*/g, '').replace(/\/\*[\s\S]*?\*\//g, '');
+  const structs = new Map([...code.matchAll(/struct\s+(\w+)\s*\{([^}]*)\}/g)].map((m) => [m[1]!, m[2]!]));
   const bindings: BindingInfo[] = [];
   const re = /@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);/g;
   const re2 = /@binding\(\s*(\d+)\s*\)\s*@group\(\s*(\d+)\s*\)\s*var\s*<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);/g;
@@ -62,7 +114,7 @@ export function reflectWgsl(wgsl: string, entryPoint: string): { bindings: Bindi
   for (const f of found) {
     if (f.group !== 0) throw new InvalidArgumentError(`binding '${f.name}' is in @group(${f.group}); kernels may only use @group(0)`);
     const kind = f.space === 'uniform' ? 'uniform' : f.access === 'read_write' || f.access === 'write' ? 'storage' : 'read-only-storage';
-    bindings.push({ binding: f.binding, name: f.name, kind, minBytes: typeBytes(f.type.trim()) });
+    bindings.push({ binding: f.binding, name: f.name, kind, minBytes: layoutOf(f.type.trim(), structs).size });
   }
   bindings.sort((a, b) => a.binding - b.binding);
   bindings.forEach((b, i) => {

@@ -69,3 +69,21 @@ describe('src/ structure', () => {
     for (const f of files) expect(readFileSync(join(src, f), 'utf8'), f).not.toMatch(/@compute\s+@workgroup_size/);
   });
 });
+
+import { reflectWgsl } from '../src/kernels.js';
+
+describe('WGSL reflection', () => {
+  it.each([
+    ['array<f32>', 4],
+    ['array<vec4<f32>>', 16],
+    ['array<vec3f>', 16],
+    ['array<u32, 8>', 32],
+    ['S', 32], // struct S { a: vec3f, b: f32, c: vec2<f32> } -> 12 + 4, then 8 at offset 16 -> 24, aligned to 16 -> 32
+    ['T', 20], // struct T { n: u32, data: array<f32, 4> }: 4 + 16
+    ['mat4x4<f32>', 64],
+    ['R', 8], // struct R { n: u32, tail: array<f32> }: a runtime-sized tail counts one element
+  ])('min binding size of %s is %i bytes', (type, bytes) => {
+    const wgsl = `struct S { a: vec3f, b: f32, c: vec2<f32> }\nstruct T { n: u32, data: array<f32, 4> }\nstruct R { n: u32, tail: array<f32> }\n@group(0) @binding(0) var<storage, read_write> v: ${type};\n@compute @workgroup_size(1) fn main() {}`;
+    expect(reflectWgsl(wgsl, 'main').bindings[0]!.minBytes).toBe(bytes);
+  });
+});
