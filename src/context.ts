@@ -29,7 +29,7 @@ export interface ContextOptions {
   trace?: boolean | { gpuTimestamps?: boolean };
   /**
    * Submits the GPU may hold at once. More work stays queued on the host, where work of
-   * higher-priority streams can overtake it. @default 4
+   * higher-priority streams can overtake it. @default 16
    */
   maxSubmitsInFlight?: number;
   /** Ops per submit at most; smaller values let priorities act sooner. @default Infinity */
@@ -131,7 +131,7 @@ export class Context {
   /** @internal use `createContext()` */
   constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
     const site = { op: 'createContext' };
-    const maxSubmitsInFlight = options.maxSubmitsInFlight === undefined ? 4 : options.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', options.maxSubmitsInFlight, 1, 1 << 20, site);
+    const maxSubmitsInFlight = options.maxSubmitsInFlight === undefined ? 16 : options.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', options.maxSubmitsInFlight, 1, 1 << 20, site);
     const maxOpsPerSubmit = options.maxOpsPerSubmit === undefined || options.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', options.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site);
     const captureStacks = options.captureStacks === undefined ? true : expectBoolean('captureStacks', options.captureStacks, site);
     const traceOpt = options.trace ?? false;
@@ -232,7 +232,7 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label'], site);
     const label = o.label === undefined ? `pinned#${++this.#buffers}` : expectString('label', o.label, site);
-    return new PinnedBuffer(this.device, bytes, kind, label, () => this.scheduler.scheduleFlush());
+    return new PinnedBuffer(this.device, bytes, kind, label, () => this.scheduler.scheduleFlush(), (claimants) => this.scheduler.hostWindow(claimants));
   }
 
   /** A kernel from WGSL (bindings in @group(0), numbered from 0). */

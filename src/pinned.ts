@@ -17,12 +17,20 @@ interface Views {
   u32: Uint32Array;
 }
 
-/** Describes the op that holds a pinned buffer, for error messages. */
-export interface Holder {
-  op: string;
-  stream: string;
-  id: number;
+/** What a pinned buffer needs to know of an op that claims it. */
+export interface Claimant {
+  readonly id: number;
+  readonly kind: string;
+  readonly ordered: boolean;
+  readonly stream: { readonly label: string };
 }
+
+/**
+ * Decides whether the host may touch a buffer whose claimants are all still unencoded: true when
+ * each of them waits behind a host function of its own stream that is running now (so a host
+ * callback may fill the buffer that the next op of its stream uploads, as CUDA allows).
+ */
+export type HostWindow = (claimants: ReadonlySet<Claimant>) => boolean;
 
 export class PinnedBuffer {
   readonly kind: 'upload' | 'download';
@@ -36,8 +44,8 @@ export class PinnedBuffer {
   claims = 0;
   /** @internal enqueued ops that use the buffer and are not encoded yet */
   unencoded = 0;
-  /** @internal the latest op that claimed the buffer */
-  holder: Holder | null = null;
+  /** @internal enqueued ops that use the buffer and have not completed */
+  readonly claimants = new Set<Claimant>();
   #views: Views | null = null;
   #mapping: Promise<void> | null = null;
   #waiters: (() => void)[] = [];
@@ -45,20 +53,32 @@ export class PinnedBuffer {
   #destroyRequested = false;
   #freed = false;
   readonly #onMapped: () => void;
+  readonly #hostWindow: HostWindow;
 
   /** @internal use `ctx.allocHost` */
-  constructor(device: GPUDevice, size: number, kind: 'upload' | 'download', label: string, onMapped: () => void) {
+  constructor(device: GPUDevice, size: number, kind: 'upload' | 'download', label: string, onMapped: () => void, hostWindow: HostWindow = () => false) {
     this.kind = kind;
     this.size = size;
     this.label = label;
     this.#onMapped = onMapped;
+    this.#hostWindow = hostWindow;
     const usage = kind === 'upload' ? BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC : BufferUsage.MAP_READ | BufferUsage.COPY_DST;
     this.buffer = device.createBuffer({ size, usage, mappedAtCreation: true, label });
   }
 
-  /** True when the host may use the views now. */
+  /** True when the host owns the buffer: mapped, and no enqueued op uses it. `ready()` waits for this. */
   get isHostOwned(): boolean {
     return this.state === 'mapped' && this.claims === 0 && !this.#destroyRequested;
+  }
+
+  /**
+   * The views are usable when the host owns the buffer, and also while every op that uses it waits
+   * behind a host function of its own stream that is running now: fill the buffer from that
+   * callback for the op after it (as CUDA allows). Code outside the callback should `await ready()`.
+   */
+  #viewsUsable(): boolean {
+    if (this.isHostOwned) return true;
+    return this.state === 'mapped' && !this.#destroyRequested && this.claims === this.unencoded && this.#hostWindow(this.claimants);
   }
 
   /** The whole buffer as bytes. Valid only while the host owns the buffer: re-read after `ready()`. */
@@ -110,15 +130,16 @@ export class PinnedBuffer {
   }
 
   /** @internal an op that uses it was enqueued */
-  claim(holder: Holder): void {
+  claim(op: Claimant): void {
     this.claims++;
     this.unencoded++;
-    this.holder = holder;
+    this.claimants.add(op);
   }
 
   /** @internal that op completed (or was skipped) */
-  unclaim(): void {
+  unclaim(op: Claimant): void {
     this.claims--;
+    this.claimants.delete(op);
     if (this.claims === 0) {
       if (this.#destroyRequested) this.#free();
       else if (this.state === 'unmapped') this.map().catch(() => {});
@@ -177,12 +198,13 @@ export class PinnedBuffer {
 
   #viewsOrThrow(): Views {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'view' });
-    if (!this.isHostOwned) {
-      const h = this.holder;
-      const who = h ? `op '${h.op}' #${h.id} on stream '${h.stream}'` : 'the GPU';
+    if (!this.#viewsUsable()) {
+      let h: Claimant | undefined;
+      for (const c of this.claimants) if (!h || c.id > h.id) h = c;
+      const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
-        `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, or use another buffer`,
-        h ? { op: 'view', stream: h.stream } : { op: 'view' },
+        `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued before that op, or use another buffer`,
+        h ? { op: 'view', stream: h.stream.label } : { op: 'view' },
       );
     }
     if (!this.#views) {

@@ -97,6 +97,8 @@ export class Scheduler {
   #inFlight = 0;
   #lost: DeviceLostError | null = null;
   #hostQueue: Op[] = [];
+  /** Host functions running now (started, not finished), by stream. */
+  readonly #runningHost = new Map<StreamQueue, Op>();
   #tsPool: TimestampSet[] = [];
   /** Host-clock offset of the GPU clock, ns (min over batches of host completion - GPU end). */
   #clockOffsetNs: number | null = null;
@@ -154,7 +156,7 @@ export class Scheduler {
     for (const d of deps) if (!d.done) d.dependents.push(op);
     for (const b of buffers) b.retain();
     const pinned = op.pinned;
-    if (pinned) pinned.claim({ op: op.kind, stream: q.label, id: op.id });
+    if (pinned) pinned.claim(op);
     q.pending.push(op);
     q.tail = op;
     q.active++;
@@ -416,10 +418,11 @@ export class Scheduler {
     for (const op of b.ops) op.tSubmit = b.tSubmit;
 
     // Hand mapped memory back to the host as soon as the GPU is done with it.
-    // A pinned upload buffer with no further claims is re-mapped now; its ops complete once it is
-    // mapped, so after `synchronize()` the host owns it again.
+    // Pinned upload buffers are re-mapped now (the map resolves once the GPU copied out of them);
+    // their ops complete once mapped, so after `synchronize()` the host owns them again, and a
+    // host function before a later use of the same buffer can refill it.
     for (const [p, ops] of b.pinnedUploads) {
-      if (p.unencoded !== 0 || p.state !== 'unmapped') continue;
+      if (p.state !== 'unmapped') continue;
       for (const op of ops) op.pendingParts++;
       p.map().then(
         () => ops.forEach((op) => this.#partDone(op)),
@@ -550,7 +553,7 @@ export class Scheduler {
     q.active--;
     if (op.error && !q.firstError) q.firstError = op.error;
     for (const b of op.buffers) b.release();
-    op.pinned?.unclaim();
+    op.pinned?.unclaim(op);
     op.deps = [];
     const dependents = op.dependents;
     op.dependents = [];
@@ -569,8 +572,10 @@ export class Scheduler {
       const p = op.payload;
       if (p.kind !== 'hostFn') continue;
       op.tHostBegin = performance.now();
+      this.#runningHost.set(op.stream, op);
       const finish = (err?: unknown): void => {
         op.tHostEnd = performance.now();
+        this.#runningHost.delete(op.stream);
         if (err !== undefined) op.error = new HostFnError(`host function threw: ${err instanceof Error ? err.message : String(err)}`, { ...op.site(), cause: err });
         op.ordered = true;
         this.#ownDone(op);
@@ -589,6 +594,18 @@ export class Scheduler {
         );
       } else finish();
     }
+  }
+
+  /**
+   * The host may touch a pinned buffer whose claimants are all unencoded when each waits behind a
+   * host function of its own stream that is running now (it cannot be encoded before that ends).
+   */
+  hostWindow(claimants: ReadonlySet<{ readonly id: number; readonly ordered: boolean; readonly stream: { readonly label: string } }>): boolean {
+    for (const c of claimants) {
+      const running = this.#runningHost.get((c as Op).stream);
+      if (c.ordered || !running || running.id > c.id) return false;
+    }
+    return true;
   }
 
   // ---------------------------------------------------------------- waiting

@@ -48,13 +48,14 @@ export class Trace {
   readonly records: OpRecord[] = [];
   readonly #marks: TraceSpan[] = [];
   #clock: ClockSource | null = null;
-  /** Keep at most this many op records (oldest dropped). @default 100000 */
+  /** Keep about this many op records (the oldest are dropped, in chunks of a quarter). @default 100000 */
   limit = 100_000;
 
   /** @internal */
   add(op: Op, clock: ClockSource): void {
     this.#clock = clock;
-    if (this.records.length >= this.limit) this.records.shift();
+    // Drop the oldest in chunks: amortized O(1) per op once the limit is reached.
+    if (this.records.length >= this.limit + (this.limit >> 2)) this.records.splice(0, this.records.length - this.limit + 1);
     this.records.push({
       id: op.id,
       stream: op.stream.label,

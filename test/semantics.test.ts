@@ -363,6 +363,31 @@ describe('pinned buffers', () => {
     expect(firstMismatch(down.f32, w), `seed ${seed}`).toBeNull();
   });
 
+  it('a host function may fill the pinned buffer that the next op of its stream uploads (as CUDA allows)', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const s = ctx.createStream({ label: 'prefetch' });
+    const pin = ctx.allocHost(1024, 'upload', { label: 'ring' });
+    const d = ctx.alloc(1024);
+    const batches = [r.u32Array(256), r.u32Array(256), r.u32Array(256)];
+    const outs = batches.map(() => new Uint32Array(256));
+    batches.forEach((batch, i) => {
+      s.hostFn(async () => {
+        await Promise.resolve(); // async callbacks keep the window until they settle
+        pin.u32.set(batch);
+      });
+      s.upload(pin, d);
+      s.download(d, outs[i]!);
+    });
+    await s.synchronize();
+    batches.forEach((b, i) => expect(firstMismatch(outs[i]!, b), `batch ${i}, seed ${seed}`).toBeNull());
+    expect(() => {
+      s.upload(pin, d);
+      pin.u32[0] = 2; // after enqueue, outside a callback: refused
+    }).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
+    await s.synchronize();
+  });
+
   it('a pinned buffer of the wrong kind is refused', () => {
     const s = ctx.createStream();
     const down = ctx.allocHost(64, 'download');
