@@ -152,7 +152,8 @@ export const overlapGroup: PerfGroup = {
         };
         if (si === 0) {
           const g1 = await gpuAt(1);
-          const g2 = await gpuAt(p.probeIterations);
+          // Where 1 iteration already outlasts the host work there is nothing to fit: stay at 1.
+          const g2 = g1 >= host ? g1 * p.probeIterations : await gpuAt(p.probeIterations);
           perElemB = Math.max(1e-12, (g2 - g1) / (p.probeIterations - 1) / n);
           perElemA = Math.max(0, g1 / n - perElemB);
         }

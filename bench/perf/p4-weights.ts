@@ -168,18 +168,21 @@ export const weightsGroup: PerfGroup = {
       iterations = 1;
       await computeOnly();
       const c1ms = Math.min(await computeOnly(), await computeOnly());
-      const probe = opts.quick ? 16 : 256;
-      iterations = probe;
-      await computeOnly();
-      const c2ms = Math.min(await computeOnly(), await computeOnly());
-      const perIt = Math.max(1e-9, (c2ms - c1ms) / (probe - 1));
       const want = loadMs * p.computeOverLoad;
-      iterations = Math.max(1, Math.min(p.maxIterations, Math.round((want - (c1ms - perIt)) / perIt)));
-      await computeOnly(); // compile
-      const cNow = await computeOnly();
-      if (cNow < loadMs * 1.05 && iterations < p.maxIterations) {
-        iterations = Math.max(1, Math.min(p.maxIterations, Math.round((iterations * want) / Math.max(cNow, 1e-6))));
+      if (c1ms < want) {
+        // (Where even 1 iteration computes longer than the loads take, there is nothing to tune.)
+        const probe = opts.quick ? 16 : 256;
+        iterations = probe;
         await computeOnly();
+        const c2ms = Math.min(await computeOnly(), await computeOnly());
+        const perIt = Math.max(1e-9, (c2ms - c1ms) / (probe - 1));
+        iterations = Math.max(1, Math.min(p.maxIterations, Math.round((want - (c1ms - perIt)) / perIt)));
+        await computeOnly(); // compile
+        const cNow = await computeOnly();
+        if (cNow < loadMs * 1.05 && iterations < p.maxIterations) {
+          iterations = Math.max(1, Math.min(p.maxIterations, Math.round((iterations * want) / Math.max(cNow, 1e-6))));
+          await computeOnly();
+        }
       }
 
       // --- measured, interleaved.

@@ -502,6 +502,7 @@ export async function balanceIterations(
       return min(2, async () => (await pipe.gpuOnly(sync.up, sync.down)).ms);
     };
     const g1 = await gpuAt(1);
+    if (g1 >= host) return { iterations: 1, hostMs: host, gpuMs: g1, note: `not balanceable: GPU ${num(g1)} ms at 1 iteration, host ${num(host)} ms` };
     const g2 = await gpuAt(o.probeIterations);
     let b = Math.max(1e-12, (g2 - g1) / (o.probeIterations - 1));
     const a = Math.max(0, g1 - b);
