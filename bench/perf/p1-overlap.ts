@@ -292,6 +292,10 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.chunks`] = r.plan.label;
       figures[`${k}.iterations`] = r.plan.iterations;
       figures[`${k}.tuning`] = r.tuning;
+      // The sync pass's own phases (fill of one big pinned buffer, GPU, read-out after the GPU wrote it).
+      figures[`${k}.syncFillMs`] = round(r.syncFill);
+      figures[`${k}.syncGpuMs`] = round(r.syncGpu);
+      figures[`${k}.syncReadMs`] = round(r.syncRead);
     }
     // Where even 1 iteration makes the GPU work far longer than the host work, balance is out of reach.
     const unbalanced = rows.filter((r) => r.plan.iterations === 1 && r.gpu > 2 * r.host);
