@@ -154,6 +154,8 @@ export class Kernel {
   readonly #module: GPUShaderModule;
   readonly #pipelineLayout: GPUPipelineLayout;
   readonly #pipelines = new Map<string, PipelineEntry>();
+  readonly #bindGroups = new Map<GPUBuffer, unknown>();
+  #bindGroupCount = 0;
   /** Settles with the shader module's and layouts' validation error message, if any. */
   readonly #moduleError: Promise<string | undefined>;
 
@@ -177,6 +179,36 @@ export class Kernel {
       (err) => err?.message,
       (err: unknown) => String(err),
     );
+  }
+
+  /**
+   * A bind group for these buffers, cached: pipelines that launch the same kernel on the same
+   * buffers (every chunk of a ring) skip `createBindGroup`. Bounded; cleared when full.
+   */
+  bindGroup(buffers: readonly GPUBuffer[]): GPUBindGroup {
+    let level: Map<GPUBuffer, unknown> = this.#bindGroups;
+    for (let i = 0; i < buffers.length - 1; i++) {
+      let next = level.get(buffers[i]!) as Map<GPUBuffer, unknown> | undefined;
+      if (!next) level.set(buffers[i]!, (next = new Map()));
+      level = next;
+    }
+    const last = buffers[buffers.length - 1];
+    const key = last ?? (this as unknown as GPUBuffer); // a kernel without bindings
+    let group = level.get(key) as GPUBindGroup | undefined;
+    if (!group) {
+      if (++this.#bindGroupCount > 512) {
+        this.#bindGroups.clear();
+        this.#bindGroupCount = 1;
+        return this.bindGroup(buffers);
+      }
+      group = this.#device.createBindGroup({
+        label: `kernel '${this.label}' bindings (${buffers.map((b) => b.label || '?').join(', ')})`,
+        layout: this.layout,
+        entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+      });
+      level.set(key, group);
+    }
+    return group;
   }
 
   /** Number of buffers a launch must bind. */

@@ -210,7 +210,7 @@ export class Scheduler {
               if (this.#inFlight >= this.options.maxSubmitsInFlight) {
                 continue; // the window is full: GPU work waits; host work and markers go on
               }
-              batch = new Batch(this.#nextBatchId++, this.device.createCommandEncoder({ label: `webgpu-streams batch` }));
+              batch = new Batch(this.#nextBatchId++, this.device.createCommandEncoder({ label: 'webgpu-streams batch' }));
             }
           }
           q.shift();
@@ -300,11 +300,7 @@ export class Scheduler {
     const timed = this.options.traceGpu && this.options.timestampQuery;
     switch (p.kind) {
       case 'launch': {
-        const bindGroup = this.device.createBindGroup({
-          label: `${op.name} bindings`,
-          layout: p.kernel.layout,
-          entries: p.bindings.map((buffer, binding) => ({ binding, resource: { buffer } })),
-        });
+        const bindGroup = p.kernel.bindGroup(p.bindings);
         const tw = timed ? this.#timestampWrites(b, op, true) : undefined;
         const pass = enc.beginComputePass(tw ? { label: op.name, timestampWrites: tw } : { label: op.name });
         pass.setPipeline(p.pipeline.pipeline);
@@ -406,13 +402,13 @@ export class Scheduler {
       b.encoder.resolveQuerySet(ts.querySet, 0, b.queries, ts.resolve, 0);
       b.encoder.copyBufferToBuffer(ts.resolve, 0, ts.readback, 0, b.queries * 8);
     }
-    device.pushErrorScope('out-of-memory');
+    // One validation scope per submit: launches, copies and transfers were checked at the call, so
+    // an error here is unexpected; it fails the ops of this submit (and what depends on them).
     device.pushErrorScope('validation');
-    const cmd = b.encoder.finish({ label: `webgpu-streams batch ${b.id}` });
+    const cmd = b.encoder.finish();
     b.tSubmit = performance.now();
     device.queue.submit([cmd]);
     const validation = device.popErrorScope();
-    const oom = device.popErrorScope();
     this.#inFlight++;
     if (this.submitLog) this.submitLog.push(b.ops.map((o) => o.id));
     for (const op of b.ops) op.tSubmit = b.tSubmit;
@@ -478,10 +474,9 @@ export class Scheduler {
         },
       );
     }
-    Promise.all([validation, oom, device.queue.onSubmittedWorkDone()]).then(
-      ([verr, oerr]) => {
+    Promise.all([validation, device.queue.onSubmittedWorkDone()]).then(
+      ([err]) => {
         this.#inFlight--;
-        const err = verr ?? oerr;
         const tDone = performance.now();
         for (const op of b.ops) {
           op.tDone = tDone;
