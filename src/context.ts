@@ -147,14 +147,12 @@ export class Context {
     this.trace = new Trace();
     this.staging = new StagingPool(device, this.memory);
     this.scheduler = new Scheduler(device, this.staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null);
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const ctx = this;
     this.#host = {
       scheduler: this.scheduler,
       staging: this.staging,
       captureStacks,
       maxWorkgroupsPerDimension: device.limits.maxComputeWorkgroupsPerDimension,
-      checkAlive: (op, stream) => ctx.#checkAlive(op, stream),
+      checkAlive: (op, stream) => this.#checkAlive(op, stream),
       eventOp: (e) => e.last,
       recordEvent: (e, stream, callSite) => {
         if (!(e instanceof GpuEvent)) throw new InvalidArgumentError(`Expected a GpuEvent (ctx.createEvent()), got ${String(e)}`, { op: 'record', stream: stream.label });

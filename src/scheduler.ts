@@ -683,11 +683,6 @@ export class Scheduler {
     this.#lostWaiters.clear();
   }
 
-  /** Ops of `q` not yet done. */
-  activeOps(q: StreamQueue): number {
-    return q.active;
-  }
-
   destroy(): void {
     for (const ts of this.#tsPool) {
       ts.querySet.destroy();
