@@ -25,7 +25,17 @@ describe('smoke', () => {
     expect(firstMismatch(out, vectorAddRef(a, b)), `seed ${seed}`).toBeNull();
     await pin.ready();
     expect(pin.f32[0]).toBe(b[0]);
-    console.log(ctx.trace.spans().map(s => `${s.lane} ${s.kind} ${s.name} ${s.start.toFixed(3)}-${s.end.toFixed(3)} ${s.estimated ? 'est' : ''}`).join('\n'));
+    // The trace: GPU spans measured by timestamps (gpuTimestamps on), host fill/read on the host lane.
+    const spans = ctx.trace.spans();
+    const kinds = (lane: string) => spans.filter((x) => x.lane === lane).map((x) => x.kind);
+    expect(kinds('s1')).toEqual(expect.arrayContaining(['upload', 'kernel', 'wait', 'download']));
+    expect(kinds('s2')).toEqual(expect.arrayContaining(['upload', 'event']));
+    expect(kinds('host')).toEqual(expect.arrayContaining(['fill', 'read']));
+    const kernel = spans.find((x) => x.kind === 'kernel')!;
+    expect(kernel.estimated).toBeUndefined();
+    expect(kernel.end).toBeGreaterThanOrEqual(kernel.start);
+    const chrome = ctx.trace.toChromeTrace(spans);
+    expect(chrome.traceEvents.filter((e) => (e as { ph: string }).ph === 'X')).toHaveLength(spans.length);
     expect(ctx.errors).toEqual([]);
     ctx.destroy();
   });
