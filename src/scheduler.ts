@@ -87,7 +87,9 @@ export interface SchedulerOptions {
 type Resolver = { resolve: () => void; reject: (e: unknown) => void };
 
 export class Scheduler {
-  readonly streams: StreamQueue[] = [];
+  /** Live streams (destroyed ones are dropped once their work is done and reported). */
+  streams: StreamQueue[] = [];
+  #created = 0;
   /** Streams with ops not yet ordered. */
   readonly #busy = new Set<StreamQueue>();
   #nextOpId = 1;
@@ -126,9 +128,15 @@ export class Scheduler {
   }
 
   createQueue(label: string, priority: number, nonBlocking: boolean, isDefault = false): StreamQueue {
-    const q = new StreamQueue(label, priority, nonBlocking, isDefault, this.streams.length);
+    const q = new StreamQueue(label, priority, nonBlocking, isDefault, this.#created++);
     this.streams.push(q);
+    if ((this.#created & 63) === 0) this.prune();
     return q;
+  }
+
+  /** Forgets destroyed streams whose work is done and whose failure (if any) was reported. */
+  prune(): void {
+    this.streams = this.streams.filter((q) => !(q.destroyed && q.active === 0 && !q.firstError));
   }
 
   // ---------------------------------------------------------------- enqueue
@@ -644,6 +652,7 @@ export class Scheduler {
 
   /** Waits for every stream; rejects with the first unreported failure of any stream. */
   async synchronizeAll(signal?: AbortSignal): Promise<void> {
+    this.prune();
     const tails = this.streams.map((q) => q.tail).filter((t): t is Op => t !== null && !t.done);
     await Promise.all(tails.map((t) => this.whenDone(t, signal)));
     let first: StreamError | undefined;

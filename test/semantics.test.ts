@@ -476,3 +476,19 @@ describe('staging pool and user kernels', () => {
     expect(() => s.launch(k, { bindings: [tiny, dx, dy], workgroups: 1 })).toThrow(/needs at least 8 bytes/);
   });
 });
+
+describe('stream lifetimes', () => {
+  it('destroyed streams are forgotten once their work is done (no registry of every stream)', async () => {
+    const before = ctx.scheduler.streams.length;
+    for (let i = 0; i < 130; i++) {
+      const s = ctx.createStream();
+      s.hostFn(() => {});
+      s.destroy();
+    }
+    await ctx.synchronize();
+    expect(ctx.scheduler.streams.length).toBeLessThanOrEqual(before);
+    const kept = ctx.createStream({ label: 'kept' });
+    await ctx.synchronize();
+    expect(ctx.scheduler.streams).toContain(kept.queue);
+  });
+});
