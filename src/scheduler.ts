@@ -652,9 +652,9 @@ export class Scheduler {
 
   /** Waits for every stream; rejects with the first unreported failure of any stream. */
   async synchronizeAll(signal?: AbortSignal): Promise<void> {
-    this.prune();
     const tails = this.streams.map((q) => q.tail).filter((t): t is Op => t !== null && !t.done);
     await Promise.all(tails.map((t) => this.whenDone(t, signal)));
+    this.prune();
     let first: StreamError | undefined;
     for (const q of this.streams) {
       try {
