@@ -23,7 +23,8 @@ import {
   type PerfOptions,
   type PerfTable,
 } from './common';
-import { checkPipelineOutput, LibPipeline, makePlan, SyncPass, type ChunkPlan } from './pipeline';
+import { traceDiagnosis } from './p1-diag';
+import { checkPipelineOutput, LibPipeline, makePlan, SyncPass, withBatch, type ChunkPlan, type RunStats } from './pipeline';
 
 interface Params {
   sizes: number[];
@@ -32,6 +33,8 @@ interface Params {
   minChunkBytes: number;
   maxChunkBytes: number;
   ring: number;
+  /** Designs tried besides one chunk per flush on `ring` slots: chunks per flush and ring depth. */
+  designs: { batch: number; ring: number }[];
   /** Levels of ramped ends to try besides uniform chunks (see makePlan). */
   ramp: number;
   repeats: number;
@@ -48,6 +51,11 @@ const FULL: Params = {
   minChunkBytes: 256 * 1024,
   maxChunkBytes: 32 * MiB,
   ring: 4,
+  designs: [
+    { batch: 1, ring: 4 },
+    { batch: 2, ring: 6 },
+    { batch: 4, ring: 8 },
+  ],
   ramp: 3,
   repeats: 5,
   probeIterations: 256,
@@ -60,6 +68,10 @@ const QUICK: Params = {
   minChunkBytes: 16 * 1024,
   maxChunkBytes: 32 * MiB,
   ring: 3,
+  designs: [
+    { batch: 1, ring: 3 },
+    { batch: 2, ring: 4 },
+  ],
   ramp: 2,
   repeats: 2,
   probeIterations: 8,
@@ -91,6 +103,7 @@ interface SizeRow {
   syncRead: number;
   gpuMethod: string;
   tuning: string;
+  diag: string;
 }
 
 export const overlapGroup: PerfGroup = {
@@ -187,8 +200,10 @@ export const overlapGroup: PerfGroup = {
         const tried: string[] = [];
         for (const c of counts) {
           for (const ramp of [0, p.ramp]) {
-            const plan = makePlan(n, c, p.ring, iterations, ramp);
+            for (const d of p.designs) {
+            const plan = withBatch(makePlan(n, c, p.ring, iterations, ramp), d.batch, d.ring);
             if (ramp > 0 && plan.chunks.length === c) continue; // too small to ramp
+            if (d.batch > 1 && plan.chunks.length < 2 * d.batch) continue;
             progress(`P1 ${sizeText(bytes)}: trying ${plan.label}`, frac);
             const pipe = new LibPipeline(ctx, plan, 'try');
             try {
@@ -197,6 +212,7 @@ export const overlapGroup: PerfGroup = {
               if (ms < best.ms) best = { plan, ms };
             } finally {
               await pipe.destroy();
+            }
             }
           }
         }
@@ -209,6 +225,9 @@ export const overlapGroup: PerfGroup = {
         // --- measured: sync, overlapped, host alone, GPU alone, interleaved.
         progress(`P1 ${sizeText(bytes)}: measuring (${plan.label})`, frac + 0.5 / sizes.length);
         const phases: { fill: number; gpu: number; read: number }[] = [];
+        const ovlStats: RunStats[] = [];
+        // Diagnostic only (not in the metric): the same overlapped run again, right after the GPU-only one.
+        const again: number[] = [];
         let gpuMethod = 'wall';
         const cache = new Map<number, number>();
         const label = sizeText(bytes);
@@ -225,6 +244,7 @@ export const overlapGroup: PerfGroup = {
             ovl: async ({ last }) => {
               if (last) outOvl.fill(Number.NaN);
               const ms = await ovl.run(input, outOvl);
+              ovlStats.push(ovl.stats);
               if (last) checks.push(checkPipelineOutput(`${label} overlapped`, outOvl, input, n, iterations, cache));
               return ms;
             },
@@ -244,12 +264,18 @@ export const overlapGroup: PerfGroup = {
                 await sync.down.ready();
                 checks.push(checkPipelineOutput(`${label} gpu-only`, sync.down.f32, input, n, iterations, cache));
               }
+              again.push(await ovl.run(input, outOvl));
               return r.ms;
             },
           },
           p.repeats,
         );
 
+        const statMed = (k: keyof RunStats): number => median(ovlStats.slice(1).map((x) => x[k]));
+        const diag =
+          `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
+          `ovl again after gpu-only (not in the metric) ${again.slice(1).map(num).join('/')}; ` +
+          `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}`;
         const tSync = median(samples.sync);
         const tOvl = median(samples.ovl);
         const tHost = median(samples.host);
@@ -270,6 +296,7 @@ export const overlapGroup: PerfGroup = {
           syncRead: median(phases.map((x) => x.read)),
           gpuMethod,
           tuning: `${balance}; chunks tried ${tried.join(', ')}`,
+          diag,
         });
       } finally {
         for (const pipe of pipes) await pipe.destroy();
@@ -292,6 +319,7 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.chunks`] = r.plan.label;
       figures[`${k}.iterations`] = r.plan.iterations;
       figures[`${k}.tuning`] = r.tuning;
+      figures[`${k}.diag`] = r.diag;
       // The sync pass's own phases (fill of one big pinned buffer, GPU, read-out after the GPU wrote it).
       figures[`${k}.syncFillMs`] = round(r.syncFill);
       figures[`${k}.syncGpuMs`] = round(r.syncGpu);
@@ -323,7 +351,27 @@ export const overlapGroup: PerfGroup = {
       checks,
       seed,
     });
-    return { metrics: [m], tables: [sizeTable(rows, m.verified, notes)] };
+    const tables = [sizeTable(rows, m.verified, notes)];
+    const r0 = rows[0];
+    if (!opts.quick && opts.createContext && ctx.features.timestampQuery && r0) {
+      progress('P1: diagnosis (traced run, not a metric)', 0.99);
+      const n0 = r0.bytes / 4;
+      const c = opts.quick ? 8 : 16;
+      try {
+        tables.push(
+          await traceDiagnosis(opts.createContext, n0, r0.plan.iterations, [
+            { chunks: c, batch: 1, ring: p.ring, ramp: 0 },
+            { chunks: c, batch: 4, ring: 8, ramp: 0 },
+            { chunks: 4 * c, batch: 1, ring: p.ring, ramp: 0 },
+            { chunks: 4 * c, batch: 4, ring: 8, ramp: 0 },
+            { chunks: 4 * c, batch: 8, ring: 16, ramp: 0 },
+          ], src.subarray(0, n0)),
+        );
+      } catch (e) {
+        notes.push(`diagnosis failed: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    return { metrics: [m], tables };
   },
 };
 

@@ -40,6 +40,8 @@ const FULL: Params = { elements: 4 * MiB, layers: 16, repeats: 5, computeOverLoa
 const QUICK: Params = { elements: 16 * 1024, layers: 6, repeats: 2, computeOverLoad: 1.25, maxIterations: 512 };
 
 export const TARGET_P4 = 1.1;
+/** Pinned upload buffers in the streaming design (and in the loads-alone run it is compared with). */
+const PINS = 4;
 
 export const weightsGroup: PerfGroup = {
   id: 'weights',
@@ -61,7 +63,9 @@ export const weightsGroup: PerfGroup = {
     const slots: DeviceBuffer[] = [ctx.alloc(bytes, { label: 'weights slot 0' }), ctx.alloc(bytes, { label: 'weights slot 1' })];
     const slotBytes = ctx.memory.current - memBase;
     const act: DeviceBuffer[] = [ctx.alloc(bytes, { label: 'act[0]' }), ctx.alloc(bytes, { label: 'act[1]' }), ctx.alloc(bytes, { label: 'tmp' })];
-    const pins: PinnedBuffer[] = [ctx.allocHost(bytes, 'upload', { label: 'weights pinned 0' }), ctx.allocHost(bytes, 'upload', { label: 'weights pinned 1' })];
+    // Pinned staging (host side of a load): a ring of PINS buffers, so the host fills the next
+    // layers while the GPU still copies out of earlier ones. Device memory stays two slots.
+    const pins: PinnedBuffer[] = Array.from({ length: PINS }, (_, i) => ctx.allocHost(bytes, 'upload', { label: `weights pinned ${i}` }));
     const load = ctx.createStream({ label: 'load', nonBlocking: true });
     const compute = ctx.createStream({ label: 'compute', nonBlocking: true });
     const loaded: GpuEvent[] = [ctx.createEvent({ label: 'loaded 0' }), ctx.createEvent({ label: 'loaded 1' })];
@@ -92,12 +96,12 @@ export const weightsGroup: PerfGroup = {
     };
 
     /** Loads alone: every layer through the two pinned buffers into the two slots. */
-    const loadOnly = async (): Promise<number> => {
+    const loadOnly = async (np = PINS): Promise<number> => {
       for (const pin of pins) await pin.ready();
       await ctx.synchronize();
       const t0 = performance.now();
       for (let i = 0; i < L; i++) {
-        const pin = pins[i % 2]!;
+        const pin = pins[i % np]!;
         if (!pin.isHostOwned) await pin.ready();
         pin.f32.set(weights[i]!);
         load.upload(pin, slots[i % 2]!);
@@ -120,18 +124,20 @@ export const weightsGroup: PerfGroup = {
       return ts ? c0.elapsedTime(c1) : wall;
     };
     /** The real thing: load layer i+1 while layer i computes. */
-    const streaming = async (): Promise<number> => {
+    /** `np` pinned buffers; `split`: the load goes out in its own submit (its pinned buffer comes back sooner). */
+    const streaming = async (np = PINS, split = false): Promise<number> => {
       await resetInput();
       for (const pin of pins) await pin.ready();
       const t0 = performance.now();
       for (let i = 0; i < L; i++) {
         const s = i % 2;
-        const pin = pins[s]!;
-        if (!pin.isHostOwned) await pin.ready(); // its upload of layer i-2 is done
+        const pin = pins[i % np]!;
+        if (!pin.isHostOwned) await pin.ready(); // its upload of layer i-np is done
         pin.f32.set(weights[i]!);
         load.waitEvent(freed[s]!); // layer i-2's compute is done reading slot s
         load.upload(pin, slots[s]!);
         load.record(loaded[s]!);
+        if (split) ctx.flush();
         compute.waitEvent(loaded[s]!);
         layerOps(compute, i, slots[s]!);
         compute.record(freed[s]!);
@@ -216,6 +222,23 @@ export const weightsGroup: PerfGroup = {
             if (last) checks.push(checkChain('streaming (two slots)', await readOut(), (i) => weights[i]!));
             return ms;
           },
+          // Diagnostics (not in the metric): two pinned buffers, and loads in their own submits.
+          load2: async () => loadOnly(2),
+          stream2: async ({ last }) => {
+            const ms = await streaming(2, false);
+            if (last) checks.push(checkChain('streaming (2 pinned)', await readOut(), (i) => weights[i]!));
+            return ms;
+          },
+          stream2split: async ({ last }) => {
+            const ms = await streaming(2, true);
+            if (last) checks.push(checkChain('streaming (2 pinned, split)', await readOut(), (i) => weights[i]!));
+            return ms;
+          },
+          streamSplit: async ({ last }) => {
+            const ms = await streaming(PINS, true);
+            if (last) checks.push(checkChain(`streaming (${PINS} pinned, split)`, await readOut(), (i) => weights[i]!));
+            return ms;
+          },
         },
         p.repeats,
       );
@@ -241,7 +264,7 @@ export const weightsGroup: PerfGroup = {
             meets: ratio <= TARGET_P4 && twoSlots,
             detail:
               `${L} layers x ${sizeText(bytes)}: streaming ${num(tStream)} ms, loads alone ${num(tLoad)} ms, compute alone ${num(tCompute)} ms (${ts ? 'GPU timestamps' : 'wall'}; ` +
-              `compute/load ${num(tCompute / tLoad)}, ${iterations} iterations); weights memory ${sizeText(slotBytes)} = 2 slots`,
+              `compute/load ${num(tCompute / tLoad)}, ${iterations} iterations); weights memory ${sizeText(slotBytes)} = 2 slots; ${PINS} pinned staging buffers`,
             figures: {
               seed,
               layers: L,
@@ -253,6 +276,8 @@ export const weightsGroup: PerfGroup = {
               computeOverLoad: round(tCompute / tLoad),
               weightsMemoryBytes: slotBytes,
               deviceMemoryGrowthWhileStreaming: peakGrowth,
+              pinnedBuffers: PINS,
+              diag: `not in the metric: loads alone with 2 pinned ${num(median(samples.load2))} ms; streaming with 2 pinned ${num(median(samples.stream2))} ms, 2 pinned + load in its own submit ${num(median(samples.stream2split))} ms, ${PINS} pinned + own submit ${num(median(samples.streamSplit))} ms; samples streaming ${samples.streaming.map(num).join('/')}, load ${samples.load.map(num).join('/')}, compute ${samples.compute.map(num).join('/')}`,
             },
             checks,
             seed,

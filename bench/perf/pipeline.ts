@@ -32,6 +32,33 @@ export interface ChunkPlan {
   iterations: number;
   /** Short description: `32 x 8 MiB`, `16 x 1 MiB, ramped`. */
   label: string;
+  /**
+   * Chunks filled and enqueued per flush (one submit carries them all). @default 1. The host first
+   * frees the slots of the whole group (reading out their previous results), then fills and
+   * enqueues the group and flushes once, so no wait splits the group's submit.
+   */
+  batch?: number;
+}
+
+/** `plan` with `batch` chunks per flush and a ring of `ring` slots; the label says so. */
+export function withBatch(plan: ChunkPlan, batch: number, ring: number): ChunkPlan {
+  if (batch <= 1 && ring === plan.ring) return plan;
+  return { ...plan, chunks: [...plan.chunks], ring, batch, label: `${plan.label}${batch > 1 ? `, ${batch} per submit` : ''}, ring ${ring}` };
+}
+
+/** Where the host's time went in the last overlapped run (ms). */
+export interface RunStats {
+  /** Awaiting a download buffer (the GPU result of an earlier chunk) or an upload buffer. */
+  waitDown: number;
+  waitUp: number;
+  fill: number;
+  read: number;
+  /** Enqueue calls. */
+  enqueue: number;
+  /** ctx.flush(): encode + submit. */
+  flush: number;
+  waits: number;
+  submits: number;
 }
 
 /**
@@ -122,38 +149,85 @@ export class LibPipeline {
     slot.pending = -1;
   }
 
-  /** One overlapped pass: src -> out. Returns wall ms. */
+  /** Where the host's time went in the last `run` (ms). */
+  stats: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
+
+  /**
+   * One overlapped pass: src -> out. Returns wall ms. Chunks go in groups of `batch` (one flush
+   * each): the host frees the group's slots (reads out their previous chunks, in order), fills and
+   * enqueues the group, and flushes once.
+   */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks, iterations } = this.plan;
+    const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
     const C = chunks.length;
     const ci = this.ctx.kernels.computeIntensive;
     const constants = { iterations };
-    const t0 = performance.now();
-    for (let k = 0; k < C; k++) {
-      const slot = this.slots[k % ring]!;
-      if (slot.pending >= 0) {
-        if (!slot.down.isHostOwned) await slot.down.ready();
-        this.#readOut(slot, out);
+    const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
+    const now = (): number => performance.now();
+    const t0 = now();
+    for (let k0 = 0; k0 < C; k0 += batch) {
+      const k1 = Math.min(C, k0 + batch);
+      // Free the group's slots first: no wait between this group's enqueues and its flush.
+      for (let k = k0; k < k1; k++) {
+        const slot = this.slots[k % ring]!;
+        if (slot.pending >= 0) {
+          if (!slot.down.isHostOwned) {
+            const a = now();
+            await slot.down.ready();
+            st.waitDown += now() - a;
+            st.waits++;
+          }
+          const a = now();
+          this.#readOut(slot, out);
+          st.read += now() - a;
+        }
+        if (!slot.up.isHostOwned) {
+          const a = now();
+          await slot.up.ready();
+          st.waitUp += now() - a;
+          st.waits++;
+        }
       }
-      if (!slot.up.isHostOwned) await slot.up.ready();
-      const ce = chunks[k]!;
-      const off = this.offsets[k]!;
-      slot.up.f32.set(src.subarray(off, off + ce));
-      const { din, dout } = slot.dev.get(ce)!;
-      const s = slot.stream;
-      const size = ce * 4;
-      s.upload(slot.up, din, { size });
-      s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants });
-      s.download(dout, slot.down, { size });
+      for (let k = k0; k < k1; k++) {
+        const slot = this.slots[k % ring]!;
+        const ce = chunks[k]!;
+        const off = this.offsets[k]!;
+        let a = now();
+        slot.up.f32.set(src.subarray(off, off + ce));
+        let b = now();
+        st.fill += b - a;
+        const { din, dout } = slot.dev.get(ce)!;
+        const s = slot.stream;
+        const size = ce * 4;
+        s.upload(slot.up, din, { size });
+        s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants });
+        s.download(dout, slot.down, { size });
+        a = now();
+        st.enqueue += a - b;
+        slot.pending = k;
+      }
+      const a = now();
       this.ctx.flush();
-      slot.pending = k;
+      st.flush += now() - a;
+      st.submits++;
     }
     for (let k = Math.max(0, C - ring); k < C; k++) {
       const slot = this.slots[k % ring]!;
-      if (!slot.down.isHostOwned) await slot.down.ready();
+      if (slot.pending < 0) continue;
+      if (!slot.down.isHostOwned) {
+        const a = now();
+        await slot.down.ready();
+        st.waitDown += now() - a;
+        st.waits++;
+      }
+      const a = now();
       this.#readOut(slot, out);
+      st.read += now() - a;
     }
-    return performance.now() - t0;
+    const ms = now() - t0;
+    this.stats = st;
+    return ms;
   }
 
   /** Host work alone: fill the ring's upload buffers from src and read the download buffers out, no GPU. Returns ms. */
