@@ -226,8 +226,6 @@ export const overlapGroup: PerfGroup = {
         progress(`P1 ${sizeText(bytes)}: measuring (${plan.label})`, frac + 0.5 / sizes.length);
         const phases: { fill: number; gpu: number; read: number }[] = [];
         const ovlStats: RunStats[] = [];
-        // Diagnostic only (not in the metric): the same overlapped run again, right after the GPU-only one.
-        const again: number[] = [];
         let gpuMethod = 'wall';
         const cache = new Map<number, number>();
         const label = sizeText(bytes);
@@ -264,7 +262,6 @@ export const overlapGroup: PerfGroup = {
                 await sync.down.ready();
                 checks.push(checkPipelineOutput(`${label} gpu-only`, sync.down.f32, input, n, iterations, cache));
               }
-              again.push(await ovl.run(input, outOvl));
               return r.ms;
             },
           },
@@ -274,7 +271,6 @@ export const overlapGroup: PerfGroup = {
         const statMed = (k: keyof RunStats): number => median(ovlStats.slice(1).map((x) => x[k]));
         const diag =
           `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
-          `ovl again after gpu-only (not in the metric) ${again.slice(1).map(num).join('/')}; ` +
           `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}`;
         const tSync = median(samples.sync);
         const tOvl = median(samples.ovl);
