@@ -34,7 +34,7 @@ interface Params {
   maxChunkBytes: number;
   ring: number;
   /** Designs tried besides one chunk per flush on `ring` slots: chunks per flush and ring depth. */
-  designs: { batch: number; ring: number }[];
+  designs: { batch: number; ring: number; edges?: boolean }[];
   /** Levels of ramped ends to try besides uniform chunks (see makePlan). */
   ramp: number;
   repeats: number;
@@ -55,6 +55,7 @@ const FULL: Params = {
     { batch: 1, ring: 4 },
     { batch: 2, ring: 6 },
     { batch: 4, ring: 8 },
+    { batch: 4, ring: 8, edges: true },
   ],
   ramp: 3,
   repeats: 5,
@@ -71,6 +72,7 @@ const QUICK: Params = {
   designs: [
     { batch: 1, ring: 3 },
     { batch: 2, ring: 4 },
+    { batch: 2, ring: 4, edges: true },
   ],
   ramp: 2,
   repeats: 2,
@@ -201,7 +203,7 @@ export const overlapGroup: PerfGroup = {
         for (const c of counts) {
           for (const ramp of [0, p.ramp]) {
             for (const d of p.designs) {
-            const plan = withBatch(makePlan(n, c, p.ring, iterations, ramp), d.batch, d.ring);
+            const plan = withBatch(makePlan(n, c, p.ring, iterations, ramp), d.batch, d.ring, d.edges);
             if (ramp > 0 && plan.chunks.length === c) continue; // too small to ramp
             if (d.batch > 1 && plan.chunks.length < 2 * d.batch) continue;
             progress(`P1 ${sizeText(bytes)}: trying ${plan.label}`, frac);

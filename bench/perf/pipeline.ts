@@ -38,12 +38,32 @@ export interface ChunkPlan {
    * enqueues the group and flushes once, so no wait splits the group's submit.
    */
   batch?: number;
+  /**
+   * With `batch` > 1: the first chunk and the last `batch` chunks go out one per flush, so the GPU
+   * starts after one chunk's fill and has only one chunk left after the last fill.
+   */
+  edges?: boolean;
 }
 
 /** `plan` with `batch` chunks per flush and a ring of `ring` slots; the label says so. */
-export function withBatch(plan: ChunkPlan, batch: number, ring: number): ChunkPlan {
+export function withBatch(plan: ChunkPlan, batch: number, ring: number, edges = false): ChunkPlan {
   if (batch <= 1 && ring === plan.ring) return plan;
-  return { ...plan, chunks: [...plan.chunks], ring, batch, label: `${plan.label}${batch > 1 ? `, ${batch} per submit` : ''}, ring ${ring}` };
+  const e = edges && batch > 1;
+  return { ...plan, chunks: [...plan.chunks], ring, batch, edges: e, label: `${plan.label}${batch > 1 ? `, ${batch} per submit${e ? ' (single at the ends)' : ''}` : ''}, ring ${ring}` };
+}
+
+/** Chunk groups [start, end) that go out one flush each. */
+function groupsOf(C: number, batch: number, edges: boolean): [number, number][] {
+  const out: [number, number][] = [];
+  let k = 0;
+  if (edges && batch > 1 && C > 0) out.push([k, ++k]);
+  while (k < C) {
+    const size = edges && k >= C - batch ? 1 : batch;
+    const end = Math.min(C, k + size);
+    out.push([k, end]);
+    k = end;
+  }
+  return out;
 }
 
 /** Where the host's time went in the last overlapped run (ms). */
@@ -166,8 +186,7 @@ export class LibPipeline {
     const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
     const now = (): number => performance.now();
     const t0 = now();
-    for (let k0 = 0; k0 < C; k0 += batch) {
-      const k1 = Math.min(C, k0 + batch);
+    for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
       // Free the group's slots first: no wait between this group's enqueues and its flush.
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;

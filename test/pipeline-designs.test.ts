@@ -1,0 +1,47 @@
+/**
+ * The overlapped pipeline designs the P1 metric searches (bench/perf/pipeline.ts): one chunk per
+ * flush, several per flush, single chunks at the ends, ramped ends, rings of any depth. Each must
+ * produce compute_intensive(src) for every element, run after run (slots reused), whatever the
+ * grouping of chunks into submits.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkPipelineOutput, LibPipeline, makePlan, withBatch } from '../bench/perf/pipeline';
+import { randomF32 } from '../bench/perf/common';
+import { gpuContext } from './gpu';
+
+const ctx = await gpuContext({ label: 'pipeline-designs.test' });
+afterAll(() => ctx.destroy());
+
+describe('overlapped pipeline designs', () => {
+  const n = 16 * 1024;
+  const src = randomF32(0x5eed, n);
+  const cache = new Map<number, number>();
+  const designs: [number, number, number, number, boolean][] = [
+    // chunks, ring, batch, ramp levels, single chunks at the ends
+    [8, 4, 1, 0, false],
+    [8, 6, 2, 0, false],
+    [8, 8, 4, 0, false],
+    [8, 8, 4, 0, true],
+    [16, 4, 2, 2, true],
+    [16, 3, 3, 0, true],
+    [4, 8, 4, 0, false],
+  ];
+  for (const [chunks, ring, batch, ramp, edges] of designs) {
+    it(`${chunks} chunks, ring ${ring}, ${batch} per flush${edges ? ', single at the ends' : ''}${ramp ? `, ramp ${ramp}` : ''}`, async () => {
+      const plan = withBatch(makePlan(n, chunks, 4, 3, ramp), batch, ring, edges);
+      const pipe = new LibPipeline(ctx, plan, 'design');
+      try {
+        for (let run = 0; run < 2; run++) {
+          const out = new Float32Array(n).fill(Number.NaN);
+          await pipe.run(src, out);
+          const c = checkPipelineOutput(`run ${run}`, out, src, n, 3, cache);
+          expect(c.mismatch ?? 'ok').toBe('ok');
+          expect(pipe.stats.submits).toBeGreaterThan(0);
+        }
+      } finally {
+        await pipe.destroy();
+      }
+      expect(ctx.errors).toEqual([]);
+    });
+  }
+});
