@@ -218,7 +218,7 @@ export class Kernel {
 
   /** The pipeline for a set of override constants, created on first use inside an error scope. */
   pipeline(constants: Record<string, number> | undefined): PipelineEntry {
-    const key = constants ? JSON.stringify(Object.entries(constants).sort(([a], [b]) => (a < b ? -1 : 1))) : '';
+    const key = constantsKey(constants);
     let entry = this.#pipelines.get(key);
     if (!entry) {
       const device = this.#device;
@@ -258,6 +258,14 @@ export class Kernel {
     }
     return constants as Record<string, number>;
   }
+}
+
+/** A stable key for a set of override constants (sorted by name). */
+function constantsKey(constants: Record<string, number> | undefined): string {
+  if (!constants) return '';
+  let key = '';
+  for (const name of Object.keys(constants).sort()) key += `${name}=${constants[name]};`;
+  return key;
 }
 
 /** Workgroup counts for a 1-D problem of `n` items, spilling into y past the per-dimension limit. */
