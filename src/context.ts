@@ -34,8 +34,12 @@ export interface ContextOptions {
   maxSubmitsInFlight?: number;
   /** Ops per submit at most; smaller values let priorities act sooner. @default Infinity */
   maxOpsPerSubmit?: number;
-  /** Capture the enqueue stack of every op for error messages (about 1 us per op). @default true */
-  captureStacks?: boolean;
+  /**
+   * Keep the enqueue stack (for error messages) of ops that can fail after the call: launches and
+   * host functions (`true`), of every op (`'all'`), or of none (`false`). Errors thrown at the call
+   * always carry it. A stack costs a few microseconds per op. @default true
+   */
+  captureStacks?: boolean | 'all';
   /** Device label. @default 'webgpu-streams' */
   label?: string;
   /** @internal keeps a native WebGPU instance (Dawn in Node) alive as long as the context */
@@ -133,7 +137,7 @@ export class Context {
     const site = { op: 'createContext' };
     const maxSubmitsInFlight = options.maxSubmitsInFlight === undefined ? 16 : options.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', options.maxSubmitsInFlight, 1, 1 << 20, site);
     const maxOpsPerSubmit = options.maxOpsPerSubmit === undefined || options.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', options.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site);
-    const captureStacks = options.captureStacks === undefined ? true : expectBoolean('captureStacks', options.captureStacks, site);
+    const captureStacks = options.captureStacks === undefined || options.captureStacks === 'all' ? (options.captureStacks ?? true) : expectBoolean('captureStacks', options.captureStacks, site);
     const traceOpt = options.trace ?? false;
     const traceOn = traceOpt !== false;
     const traceGpu = typeof traceOpt === 'object' && traceOpt.gpuTimestamps === true;

@@ -45,7 +45,7 @@ export interface SyncOptions {
 export interface StreamHost {
   readonly scheduler: Scheduler;
   readonly staging: StagingPool;
-  readonly captureStacks: boolean;
+  readonly captureStacks: boolean | 'all';
   readonly maxWorkgroupsPerDimension: number;
   checkAlive(op: string, stream: string): void;
   eventOp(event: GpuEvent): Op | null;
@@ -53,6 +53,14 @@ export interface StreamHost {
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
+
+/** Where a call came from: `callSite` for errors thrown at the call, `enqueueSite` kept with the op. */
+interface Site extends ErrorSite {
+  op: string;
+  stream: string;
+  readonly callSite: Error | undefined;
+  enqueueSite: Error | undefined;
+}
 
 export class Stream {
   /** @internal */
@@ -87,7 +95,7 @@ export class Stream {
    * @returns the op id
    */
   launch(kernel: Kernel, options: LaunchOptions): number {
-    const site = this.#site('launch');
+    const site = this.#site('launch', true);
     const opts = expectObject('options', options, site);
     expectKnownKeys('options', opts, ['bindings', 'workgroups', 'constants'], site);
     if (!kernel || typeof kernel.pipeline !== 'function') throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
@@ -204,7 +212,7 @@ export class Stream {
    * @returns the op id
    */
   hostFn(fn: () => void | Promise<void>): number {
-    const site = this.#site('hostFn');
+    const site = this.#site('hostFn', true);
     expectFunction('fn', fn, site);
     return this.#enqueue({ kind: 'hostFn', fn }, [], [], site, fn.name ? `hostFn ${fn.name}` : 'hostFn').id;
   }
@@ -212,7 +220,7 @@ export class Stream {
   /** Records `event` here: it completes when all work enqueued on this stream so far completed. */
   record(event: GpuEvent): number {
     const site = this.#site('record');
-    return this.#host.recordEvent(event, this, site.callSite).id;
+    return this.#host.recordEvent(event, this, site.enqueueSite).id;
   }
 
   /**
@@ -263,15 +271,31 @@ export class Stream {
 
   // ------------------------------------------------------------------ internals
 
-  #site(op: string): ErrorSite & { op: string; stream: string; callSite: Error | undefined } {
-    const site = { op, stream: this.label, callSite: captureSite(this.#host.captureStacks) };
+  /**
+   * The error site of a call. Ops that can fail after the call (launches, host functions) keep
+   * their enqueue stack (`captureStacks`, default true); transfers and markers are fully checked at
+   * the call, so theirs is captured only if an error is thrown right there (or always with
+   * `captureStacks: 'all'`), which keeps the per-op cost of hot transfer loops low.
+   */
+  #site(op: string, failsLater = false): Site {
+    const mode = this.#host.captureStacks;
+    const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true) : undefined;
+    let lazy: Error | undefined;
+    const site: Site = {
+      op,
+      stream: this.label,
+      enqueueSite: eager,
+      get callSite() {
+        return eager ?? (mode === false ? undefined : (lazy ??= captureSite(true)));
+      },
+    };
     if (this.queue.destroyed) throw new DestroyedError(`stream '${this.label}' was destroyed; create a new one with ctx.createStream()`, site);
     this.#host.checkAlive(op, this.label);
     return site;
   }
 
-  #enqueue(payload: Op['payload'], extraDeps: (Op | null)[], buffers: DeviceBuffer[], site: { callSite: Error | undefined }, name: string): Op {
-    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.callSite, name);
+  #enqueue(payload: Op['payload'], extraDeps: (Op | null)[], buffers: DeviceBuffer[], site: Site, name: string): Op {
+    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.enqueueSite, name);
   }
 
   #unwrap(b: unknown, what: string, site: ErrorSite): { buffer: GPUBuffer; label: string; size: number; usage: number } {

@@ -204,3 +204,36 @@ describe('lifetimes', () => {
     expect(() => c.alloc(64)).toThrow(/context was destroyed/);
   });
 });
+
+describe('call sites', () => {
+  it('async failures of launches and host functions carry the enqueue stack; transfers keep theirs with captureStacks: "all"', async () => {
+    for (const mode of [true, 'all'] as const) {
+      const c = await gpuContext({ captureStacks: mode });
+      try {
+        const s = c.createStream({ label: `sites-${String(mode)}` });
+        const d = c.alloc(64), e = c.alloc(64);
+        s.hostFn(function failingCallback() {
+          throw new Error('boom');
+        });
+        s.copy(d, e); // skipped: depends on the failed host function
+        const copyOp = s.queue.tail as unknown as { callSite: Error | undefined };
+        const err = await s.synchronize().then(() => null, (x: unknown) => x as Error & { callSite?: string });
+        expect(err).toMatchObject({ name: 'HostFnError' });
+        expect(err!.callSite).toMatch(/errors\.test\.ts/);
+        // The skipped copy's own record of where it was enqueued:
+        if (mode === 'all') expect(copyOp.callSite?.stack).toMatch(/errors\.test\.ts/);
+        else expect(copyOp.callSite).toBeUndefined();
+        // Errors thrown at the call always say where.
+        let thrown: (Error & { callSite?: string }) | undefined;
+        try {
+          s.copy(d, e, { size: 6 });
+        } catch (x) {
+          thrown = x as Error & { callSite?: string };
+        }
+        expect(thrown?.callSite).toMatch(/errors\.test\.ts/);
+      } finally {
+        c.destroy();
+      }
+    }
+  });
+});
