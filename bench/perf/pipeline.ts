@@ -21,6 +21,8 @@ import { BufferUsage as Usage, MapMode as MapFlag } from '../../src/index';
 import { num, sampleIndices } from './common';
 
 /** How the data is cut. */
+const now = (): number => performance.now();
+
 export interface ChunkPlan {
   /** f32 elements in all. */
   elements: number;
@@ -161,6 +163,19 @@ export class LibPipeline {
     for (const size of sizes) this.#grids.set(size, grid(size, 'computeIntensive'));
   }
 
+  /** Waits for the slot's pending chunk to be back on the host and reads it out, timing both. */
+  async #collect(slot: LibSlot, out: Float32Array, st: RunStats): Promise<void> {
+    if (!slot.down.isHostOwned) {
+      const a = now();
+      await slot.down.ready();
+      st.waitDown += now() - a;
+      st.waits++;
+    }
+    const a = now();
+    this.#readOut(slot, out);
+    st.read += now() - a;
+  }
+
   #readOut(slot: LibSlot, out: Float32Array): void {
     const k = slot.pending;
     const ce = this.plan.chunks[k]!;
@@ -184,23 +199,12 @@ export class LibPipeline {
     const ci = this.ctx.kernels.computeIntensive;
     const constants = { iterations };
     const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
-    const now = (): number => performance.now();
     const t0 = now();
     for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
       // Free the group's slots first: no wait between this group's enqueues and its flush.
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
-        if (slot.pending >= 0) {
-          if (!slot.down.isHostOwned) {
-            const a = now();
-            await slot.down.ready();
-            st.waitDown += now() - a;
-            st.waits++;
-          }
-          const a = now();
-          this.#readOut(slot, out);
-          st.read += now() - a;
-        }
+        if (slot.pending >= 0) await this.#collect(slot, out, st);
         if (!slot.up.isHostOwned) {
           const a = now();
           await slot.up.ready();
@@ -233,16 +237,7 @@ export class LibPipeline {
     }
     for (let k = Math.max(0, C - ring); k < C; k++) {
       const slot = this.slots[k % ring]!;
-      if (slot.pending < 0) continue;
-      if (!slot.down.isHostOwned) {
-        const a = now();
-        await slot.down.ready();
-        st.waitDown += now() - a;
-        st.waits++;
-      }
-      const a = now();
-      this.#readOut(slot, out);
-      st.read += now() - a;
+      if (slot.pending >= 0) await this.#collect(slot, out, st);
     }
     const ms = now() - t0;
     this.stats = st;
