@@ -7,6 +7,7 @@ const CLI_ENTRIES: Record<string, string> = {
   'bench-node': 'bench/node.ts',
   'bench-headless': 'bench/headless.ts',
   'bench-perf': 'bench/perf-node.ts',
+  'diag-host': 'bench/diag-host.ts',
 };
 
 /** Examples and the page import the library by its package name; resolve it to the sources. */

@@ -1,0 +1,265 @@
+/**
+ * Host-side profile of the chunked pipeline (a diagnostic, not a metric): where the host's time
+ * goes per chunk in the library pipeline and in the hand-written raw WebGPU one: inside each Dawn
+ * call (submit, mapAsync, unmap, encoder calls, error scopes), in our JS, filling, reading out, and
+ * waiting. Also host copy bandwidth by copy size (JS to JS, JS into a mapped upload buffer, a mapped
+ * read-back buffer into JS), since large copies can take another path in the C library's memcpy.
+ *
+ *   node dist/cli/diag-host.mjs [--mib 64] [--chunks 8,16,32] [--ring 4] [--repeats 5] [--out DIR]
+ *
+ * Writes diag-host.json to --out when given.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createNodeContext, type Context } from '../src/node';
+import { BufferUsage, MapMode } from '../src/index';
+import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
+import { median, num, randomF32 } from './perf/common';
+
+const MiB = 1024 * 1024;
+
+/** Wraps every method of `proto` named in `names`, adding its time to `acc[label]`. */
+function instrument(proto: object, cls: string, names: string[], acc: Map<string, { ms: number; calls: number }>): void {
+  for (const name of names) {
+    const orig = (proto as Record<string, unknown>)[name];
+    if (typeof orig !== 'function') continue;
+    const key = `${cls}.${name}`;
+    (proto as Record<string, unknown>)[name] = function (this: unknown, ...args: unknown[]): unknown {
+      const t = performance.now();
+      try {
+        return (orig as (...a: unknown[]) => unknown).apply(this, args);
+      } finally {
+        const e = acc.get(key) ?? { ms: 0, calls: 0 };
+        e.ms += performance.now() - t;
+        e.calls++;
+        acc.set(key, e);
+      }
+    };
+  }
+}
+
+function installProfiler(ctx: Context): Map<string, { ms: number; calls: number }> {
+  const acc = new Map<string, { ms: number; calls: number }>();
+  const d = ctx.device;
+  const buf = d.createBuffer({ size: 16, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST });
+  const enc = d.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.end();
+  const cb = enc.finish();
+  instrument(Object.getPrototypeOf(d.queue), 'queue', ['submit', 'onSubmittedWorkDone', 'writeBuffer'], acc);
+  instrument(Object.getPrototypeOf(d), 'device', ['createCommandEncoder', 'pushErrorScope', 'popErrorScope', 'createBindGroup', 'createBuffer'], acc);
+  instrument(Object.getPrototypeOf(enc), 'encoder', ['copyBufferToBuffer', 'beginComputePass', 'finish', 'resolveQuerySet'], acc);
+  instrument(Object.getPrototypeOf(pass), 'pass', ['setPipeline', 'setBindGroup', 'dispatchWorkgroups', 'end'], acc);
+  instrument(Object.getPrototypeOf(buf), 'buffer', ['mapAsync', 'unmap', 'getMappedRange', 'destroy'], acc);
+  void cb;
+  buf.destroy();
+  return acc;
+}
+
+function snapshot(acc: Map<string, { ms: number; calls: number }>): Map<string, { ms: number; calls: number }> {
+  return new Map([...acc].map(([k, v]) => [k, { ...v }]));
+}
+
+function diff(a: Map<string, { ms: number; calls: number }>, b: Map<string, { ms: number; calls: number }>): Record<string, { ms: number; calls: number }> {
+  const out: Record<string, { ms: number; calls: number }> = {};
+  for (const [k, v] of b) {
+    const o = a.get(k) ?? { ms: 0, calls: 0 };
+    if (v.calls - o.calls > 0) out[k] = { ms: v.ms - o.ms, calls: v.calls - o.calls };
+  }
+  return out;
+}
+
+/** Host copy bandwidth (GB/s) of `total` bytes copied in pieces of `piece` bytes. */
+async function copyBandwidth(ctx: Context, total: number, pieces: number[], repeats: number): Promise<Record<string, number | string>[]> {
+  const d = ctx.device;
+  const src = randomF32(7, total / 4);
+  const dst = new Float32Array(total / 4);
+  const rows: Record<string, number | string>[] = [];
+  for (const piece of pieces) {
+    const up = d.createBuffer({ size: piece, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: 'diag.up' });
+    const down = d.createBuffer({ size: piece, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: 'diag.down' });
+    // Put the same bytes in the read-back buffer through the GPU once, so reads touch real data.
+    new Float32Array(up.getMappedRange()).set(src.subarray(0, piece / 4));
+    up.unmap();
+    const e = d.createCommandEncoder();
+    e.copyBufferToBuffer(up, 0, down, 0, piece);
+    d.queue.submit([e.finish()]);
+    await Promise.all([up.mapAsync(MapMode.WRITE), down.mapAsync(MapMode.READ)]);
+    const upView = new Float32Array(up.getMappedRange());
+    const downView = new Float32Array(down.getMappedRange());
+    const jsPiece = new Float32Array(piece / 4);
+    const n = piece / 4;
+    const k = total / piece;
+    const time = (f: () => void): number => {
+      const ts: number[] = [];
+      for (let r = 0; r < repeats; r++) {
+        const t = performance.now();
+        f();
+        ts.push(performance.now() - t);
+      }
+      return total / 1e6 / Math.min(...ts);
+    };
+    rows.push({
+      piece: piece >= MiB ? `${piece / MiB} MiB` : `${piece / 1024} KiB`,
+      'js->js piece GB/s': +time(() => {
+        for (let i = 0; i < k; i++) jsPiece.set(src.subarray(i * n, (i + 1) * n));
+      }).toFixed(2),
+      'js->js strided GB/s': +time(() => {
+        for (let i = 0; i < k; i++) dst.set(src.subarray(i * n, (i + 1) * n), i * n);
+      }).toFixed(2),
+      'js->mapped upload GB/s': +time(() => {
+        for (let i = 0; i < k; i++) upView.set(src.subarray(i * n, (i + 1) * n));
+      }).toFixed(2),
+      'mapped readback->js GB/s': +time(() => {
+        for (let i = 0; i < k; i++) dst.set(downView, i * n);
+      }).toFixed(2),
+    });
+    up.unmap();
+    down.unmap();
+    up.destroy();
+    down.destroy();
+  }
+  return rows;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      mib: { type: 'string', default: '64' },
+      chunks: { type: 'string', default: '8,16,32' },
+      ring: { type: 'string', default: '4' },
+      batch: { type: 'string', default: '1' },
+      repeats: { type: 'string', default: '5' },
+      iterations: { type: 'string', default: '0' },
+      copyTotal: { type: 'string', default: '256' },
+      out: { type: 'string' },
+    },
+  });
+  const bytes = Number(values.mib) * MiB;
+  const n = bytes / 4;
+  const ring = Number(values.ring);
+  const repeats = Number(values.repeats);
+  const ctx = await createNodeContext({ label: 'diag-host' });
+  const info = ctx.adapterInfo;
+  console.log(`device: ${info.vendor} ${info.architecture} ${info.description}`);
+  const result: Record<string, unknown> = { device: `${info.vendor} ${info.architecture} ${info.description}`, date: new Date().toISOString() };
+
+  console.log('\nhost copy bandwidth by piece size:');
+  const copyRows = await copyBandwidth(ctx, Number(values.copyTotal) * MiB, [...new Set([256 * 1024, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, Number(values.copyTotal) * MiB])].filter((p) => p <= Number(values.copyTotal) * MiB), 3);
+  console.table(copyRows);
+  result['copy'] = copyRows;
+
+  const acc = installProfiler(ctx);
+  const src = randomF32(11, n);
+  const out = new Float32Array(n);
+  // Iterations: as given, else about 1/2 of the host time's worth from a quick fit.
+  let iterations = Number(values.iterations);
+  const sync = new SyncPass(ctx, n, 1);
+  if (!iterations) {
+    const probe = new LibPipeline(ctx, makePlan(n, 8, ring, 1), 'fit');
+    await probe.hostOnly(src, out);
+    const host = Math.min(await probe.hostOnly(src, out), await probe.hostOnly(src, out));
+    const g = async (it: number): Promise<number> => {
+      (probe.plan as ChunkPlan).iterations = it;
+      await probe.gpuOnly(sync.up, sync.down);
+      return (await probe.gpuOnly(sync.up, sync.down)).ms;
+    };
+    const g1 = await g(1);
+    const g2 = await g(257);
+    const b = (g2 - g1) / 256;
+    iterations = Math.max(1, Math.round((host - g1) / b));
+    console.log(`\nfit: host ${num(host)} ms, gpu(1) ${num(g1)} ms, gpu(257) ${num(g2)} ms -> ${iterations} iterations`);
+    await probe.destroy();
+  }
+  sync.iterations = iterations;
+  const cache = new Map<number, number>();
+  const rows: Record<string, unknown>[] = [];
+  for (const c of values.chunks!.split(',').map(Number)) {
+    for (const batch of values.batch!.split(',').map(Number)) {
+      const plan = withBatch(makePlan(n, c, ring, iterations), batch, batch > 1 ? Math.max(ring, 2 * batch) : ring);
+      const lib = new LibPipeline(ctx, plan, 'lib');
+      const raw = batch === 1 ? new RawPipeline(ctx, plan) : null;
+      const host = new LibPipeline(ctx, plan, 'host');
+      const libT: number[] = [];
+      const rawT: number[] = [];
+      const syncT: number[] = [];
+      const hostT: number[] = [];
+      const libCalls: Record<string, { ms: number; calls: number }>[] = [];
+      const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
+      const libStats: (typeof lib.stats)[] = [];
+      for (let r = 0; r <= repeats; r++) {
+        let a = snapshot(acc);
+        const tl = await lib.run(src, out);
+        if (r > 0) {
+          libT.push(tl);
+          libCalls.push(diff(a, acc));
+          libStats.push(lib.stats);
+        }
+        if (r === repeats) {
+          const chk = checkPipelineOutput('lib', out, src, n, iterations, cache);
+          if (!chk.ok) throw new Error(chk.mismatch);
+        }
+        if (raw) {
+          a = snapshot(acc);
+          const tr = await raw.run(src, out);
+          if (r > 0) {
+            rawT.push(tr);
+            rawCalls.push(diff(a, acc));
+          }
+          if (r === repeats) {
+            const chk = checkPipelineOutput('raw', out, src, n, iterations, cache);
+            if (!chk.ok) throw new Error(chk.mismatch);
+          }
+        }
+        const s = await sync.run(src, out);
+        if (r > 0) syncT.push(s.total);
+        const h = await host.hostOnly(src, out);
+        if (r > 0) hostT.push(h);
+      }
+      const gpu = (await lib.gpuOnly(sync.up, sync.down)).ms;
+      const medCalls = (list: Record<string, { ms: number; calls: number }>[]): Record<string, string> => {
+        const keys = new Set(list.flatMap((x) => Object.keys(x)));
+        const o: Record<string, string> = {};
+        for (const k of [...keys].sort()) {
+          const ms = median(list.map((x) => x[k]?.ms ?? 0));
+          const calls = median(list.map((x) => x[k]?.calls ?? 0));
+          o[k] = `${num(ms)} ms / ${calls} = ${num((ms * 1000) / Math.max(1, calls))} us`;
+        }
+        return o;
+      };
+      const st = (k: keyof (typeof lib.stats)): number => median(libStats.map((x) => x[k]));
+      const row = {
+        plan: plan.label,
+        iterations,
+        syncMs: median(syncT),
+        hostMs: median(hostT),
+        gpuMs: gpu,
+        libMs: median(libT),
+        rawMs: raw ? median(rawT) : NaN,
+        libSamples: libT.map(num).join('/'),
+        rawSamples: rawT.map(num).join('/'),
+        libStats: { waitDown: st('waitDown'), waitUp: st('waitUp'), fill: st('fill'), read: st('read'), enqueue: st('enqueue'), flush: st('flush'), waits: st('waits'), submits: st('submits') },
+        libDawn: medCalls(libCalls),
+        rawDawn: medCalls(rawCalls),
+      };
+      rows.push(row);
+      console.log(`\n== ${plan.label}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
+      console.log('lib host stats (ms):', JSON.stringify(row.libStats, (_, v: unknown) => (typeof v === 'number' ? +v.toFixed(3) : v)));
+      console.log('lib Dawn calls per run:', row.libDawn);
+      if (raw) console.log('raw Dawn calls per run:', row.rawDawn);
+      await lib.destroy();
+      await host.destroy();
+      await raw?.destroy();
+    }
+  }
+  result['pipeline'] = rows;
+  await sync.destroy();
+  if (values.out) writeFileSync(join(values.out, 'diag-host.json'), JSON.stringify(result, null, 1));
+  ctx.destroy();
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
