@@ -42,7 +42,8 @@ export default defineConfig(({ mode }) => {
   // `--mode cli-<name>` builds dist/cli/<name>.mjs from CLI_ENTRIES[name].
   if (mode.startsWith('cli-')) {
     const name = mode.slice(4);
-    const entry = CLI_ENTRIES[name];
+    // `--mode cli-adhoc` with CLI_ENTRY=path bundles any script the same way (diagnostics).
+    const entry = name === 'adhoc' ? process.env['CLI_ENTRY'] : CLI_ENTRIES[name];
     if (!entry) throw new Error(`vite.config.ts: unknown CLI '${name}'; known: ${Object.keys(CLI_ENTRIES).join(', ')}`);
     return {
       resolve: { alias },
@@ -53,7 +54,7 @@ export default defineConfig(({ mode }) => {
         minify: false,
         ssr: true,
         rollupOptions: {
-          input: { [name]: entry },
+          input: { [name === 'adhoc' ? (entry ?? 'adhoc').replace(/^.*\//, '').replace(/\.ts$/, '') : name]: entry! },
           external: ['webgpu', 'puppeteer-core', /^node:/],
           output: { entryFileNames: '[name].mjs', format: 'es' },
         },

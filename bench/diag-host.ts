@@ -133,6 +133,8 @@ async function main(): Promise<void> {
       repeats: { type: 'string', default: '5' },
       iterations: { type: 'string', default: '0' },
       copyTotal: { type: 'string', default: '256' },
+      copy: { type: 'string', default: 'yes' },
+      pipeline: { type: 'string', default: 'yes' },
       out: { type: 'string' },
     },
   });
@@ -145,10 +147,18 @@ async function main(): Promise<void> {
   console.log(`device: ${info.vendor} ${info.architecture} ${info.description}`);
   const result: Record<string, unknown> = { device: `${info.vendor} ${info.architecture} ${info.description}`, date: new Date().toISOString() };
 
-  console.log('\nhost copy bandwidth by piece size:');
-  const copyRows = await copyBandwidth(ctx, Number(values.copyTotal) * MiB, [...new Set([256 * 1024, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, Number(values.copyTotal) * MiB])].filter((p) => p <= Number(values.copyTotal) * MiB), 3);
-  console.table(copyRows);
-  result['copy'] = copyRows;
+  if (values.copy === 'yes') {
+    console.log(`\nhost copy bandwidth by piece size (GLIBC_TUNABLES=${process.env['GLIBC_TUNABLES'] ?? ''}):`);
+    const total = Number(values.copyTotal) * MiB;
+    const copyRows = await copyBandwidth(ctx, total, [...new Set([256 * 1024, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 96 * MiB, 128 * MiB, 256 * MiB, total])].filter((p) => p <= total && total % p === 0), 3);
+    console.table(copyRows);
+    result['copy'] = copyRows;
+  }
+  if (values.pipeline !== 'yes') {
+    if (values.out) writeFileSync(join(values.out, 'diag-host.json'), JSON.stringify(result, null, 1));
+    ctx.destroy();
+    return;
+  }
 
   const acc = installProfiler(ctx);
   const src = randomF32(11, n);
@@ -188,7 +198,12 @@ async function main(): Promise<void> {
       const libCalls: Record<string, { ms: number; calls: number }>[] = [];
       const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
       const libStats: (typeof lib.stats)[] = [];
+      const timelines: Record<string, number[][]> = {};
       for (let r = 0; r <= repeats; r++) {
+        if (r === repeats) {
+          lib.timeline = [];
+          if (raw) raw.timeline = [];
+        }
         let a = snapshot(acc);
         const tl = await lib.run(src, out);
         if (r > 0) {
@@ -217,6 +232,8 @@ async function main(): Promise<void> {
         const h = await host.hostOnly(src, out);
         if (r > 0) hostT.push(h);
       }
+      timelines['lib'] = lib.timeline ?? [];
+      if (raw) timelines['raw'] = raw.timeline ?? [];
       const gpu = (await lib.gpuOnly(sync.up, sync.down)).ms;
       const medCalls = (list: Record<string, { ms: number; calls: number }>[]): Record<string, string> => {
         const keys = new Set(list.flatMap((x) => Object.keys(x)));
@@ -242,12 +259,20 @@ async function main(): Promise<void> {
         libStats: { waitDown: st('waitDown'), waitUp: st('waitUp'), fill: st('fill'), read: st('read'), enqueue: st('enqueue'), flush: st('flush'), waits: st('waits'), submits: st('submits') },
         libDawn: medCalls(libCalls),
         rawDawn: medCalls(rawCalls),
+        timelines,
       };
       rows.push(row);
       console.log(`\n== ${plan.label}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
       console.log('lib host stats (ms):', JSON.stringify(row.libStats, (_, v: unknown) => (typeof v === 'number' ? +v.toFixed(3) : v)));
       console.log('lib Dawn calls per run:', row.libDawn);
       if (raw) console.log('raw Dawn calls per run:', row.rawDawn);
+      const f = (x: number): string => x.toFixed(2).padStart(7);
+      console.log('timeline (last run), ms from start: chunk | lib: slot free, filled, flushed | raw: slot free, filled, submitted');
+      for (let k = 0; k < plan.chunks.length; k++) {
+        const l = timelines['lib']?.[k] ?? [k, NaN, NaN, NaN];
+        const w = timelines['raw']?.[k] ?? [k, NaN, NaN, NaN];
+        console.log(`${String(k).padStart(3)} | ${f(l[1]!)} ${f(l[2]!)} ${f(l[3]!)} | ${f(w[1]!)} ${f(w[2]!)} ${f(w[3]!)}`);
+      }
       await lib.destroy();
       await host.destroy();
       await raw?.destroy();

@@ -186,6 +186,11 @@ export class LibPipeline {
 
   /** Where the host's time went in the last `run` (ms). */
   stats: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
+  /**
+   * When set to an array, each `run` fills it with one row per chunk (diagnostics):
+   * [chunk, slot free (previous chunk read out, upload buffer ready), fill done, flushed], ms from the start.
+   */
+  timeline: number[][] | null = null;
 
   /**
    * One overlapped pass: src -> out. Returns wall ms. Chunks go in groups of `batch` (one flush
@@ -199,6 +204,8 @@ export class LibPipeline {
     const ci = this.ctx.kernels.computeIntensive;
     const constants = { iterations };
     const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
+    const tl = this.timeline;
+    if (tl) tl.length = 0;
     const t0 = now();
     for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
       // Free the group's slots first: no wait between this group's enqueues and its flush.
@@ -211,6 +218,7 @@ export class LibPipeline {
           st.waitUp += now() - a;
           st.waits++;
         }
+        if (tl) tl[k] = [k, now() - t0, 0, 0];
       }
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
@@ -229,11 +237,14 @@ export class LibPipeline {
         a = now();
         st.enqueue += a - b;
         slot.pending = k;
+        if (tl) tl[k]![2] = b - t0;
       }
       const a = now();
       this.ctx.flush();
-      st.flush += now() - a;
+      const e = now();
+      st.flush += e - a;
       st.submits++;
+      if (tl) for (let k = k0; k < k1; k++) tl[k]![3] = e - t0;
     }
     for (let k = Math.max(0, C - ring); k < C; k++) {
       const slot = this.slots[k % ring]!;
@@ -420,11 +431,16 @@ export class RawPipeline {
     for (const size of new Set(plan.chunks)) this.#grids.set(size, grid(size, 'computeIntensive'));
   }
 
+  /** As {@link LibPipeline.timeline}. */
+  timeline: number[][] | null = null;
+
   /** One overlapped pass: src -> out. Returns wall ms. */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks } = this.plan;
     const C = chunks.length;
     const device = this.device;
+    const tl = this.timeline;
+    if (tl) tl.length = 0;
     const t0 = performance.now();
     const readOut = async (slot: RawSlot): Promise<void> => {
       await slot.downMap;
@@ -442,10 +458,12 @@ export class RawPipeline {
         await slot.upMap;
         slot.upMap = null;
       }
+      if (tl) tl[k] = [k, performance.now() - t0, 0, 0];
       const ce = chunks[k]!;
       const off = this.offsets[k]!;
       const cb = ce * 4;
       new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
+      if (tl) tl[k]![2] = performance.now() - t0;
       slot.up.unmap();
       const { din, dout, bind } = slot.dev.get(ce)!;
       const [gx, gy] = this.#grids.get(ce)!;
@@ -461,6 +479,7 @@ export class RawPipeline {
       slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
       slot.downMap = slot.down.mapAsync(MapFlag.READ);
       slot.pending = k;
+      if (tl) tl[k]![3] = performance.now() - t0;
     }
     for (let k = Math.max(0, C - ring); k < C; k++) await readOut(this.slots[k % ring]!);
     return performance.now() - t0;
