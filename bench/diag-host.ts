@@ -134,6 +134,7 @@ async function main(): Promise<void> {
       iterations: { type: 'string', default: '0' },
       copyTotal: { type: 'string', default: '256' },
       copy: { type: 'string', default: 'yes' },
+      order: { type: 'string', default: 'lib,raw,sync,host' },
       pipeline: { type: 'string', default: 'yes' },
       out: { type: 'string' },
     },
@@ -191,6 +192,7 @@ async function main(): Promise<void> {
       const lib = new LibPipeline(ctx, plan, 'lib');
       const raw = batch === 1 ? new RawPipeline(ctx, plan) : null;
       const host = new LibPipeline(ctx, plan, 'host');
+      console.log(`\norder per repeat: ${values.order}`);
       const libT: number[] = [];
       const rawT: number[] = [];
       const syncT: number[] = [];
@@ -199,38 +201,52 @@ async function main(): Promise<void> {
       const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
       const libStats: (typeof lib.stats)[] = [];
       const timelines: Record<string, number[][]> = {};
+      // One repeat runs the variants in --order (default lib,raw,sync,host): a variant that follows
+      // host-only work starts on a GPU that sat idle.
+      const order = values.order!.split(',');
+      const starts: Record<string, number> = {};
       for (let r = 0; r <= repeats; r++) {
         if (r === repeats) {
           lib.timeline = [];
           if (raw) raw.timeline = [];
         }
-        let a = snapshot(acc);
-        const tl = await lib.run(src, out);
-        if (r > 0) {
-          libT.push(tl);
-          libCalls.push(diff(a, acc));
-          libStats.push(lib.stats);
-        }
-        if (r === repeats) {
-          const chk = checkPipelineOutput('lib', out, src, n, iterations, cache);
-          if (!chk.ok) throw new Error(chk.mismatch);
-        }
-        if (raw) {
-          a = snapshot(acc);
-          const tr = await raw.run(src, out);
-          if (r > 0) {
-            rawT.push(tr);
-            rawCalls.push(diff(a, acc));
+        for (const v of order) {
+          if (v === 'lib') {
+            if (r === repeats) starts['lib'] = performance.now();
+            const a = snapshot(acc);
+            const tl = await lib.run(src, out);
+            if (r > 0) {
+              libT.push(tl);
+              libCalls.push(diff(a, acc));
+              libStats.push(lib.stats);
+            }
+            if (r === repeats) {
+              const chk = checkPipelineOutput('lib', out, src, n, iterations, cache);
+              if (!chk.ok) throw new Error(chk.mismatch);
+            }
+          } else if (v === 'raw' && raw) {
+            if (r === repeats) starts['raw'] = performance.now();
+            const a = snapshot(acc);
+            const tr = await raw.run(src, out);
+            if (r > 0) {
+              rawT.push(tr);
+              rawCalls.push(diff(a, acc));
+            }
+            if (r === repeats) {
+              const chk = checkPipelineOutput('raw', out, src, n, iterations, cache);
+              if (!chk.ok) throw new Error(chk.mismatch);
+            }
+          } else if (v === 'sync') {
+            const s = await sync.run(src, out);
+            if (r > 0) syncT.push(s.total);
+          } else if (v === 'host') {
+            const h = await host.hostOnly(src, out);
+            if (r > 0) hostT.push(h);
+          } else if (v.startsWith('idle')) {
+            // idleN: the host sleeps N ms (the GPU idles).
+            await new Promise((res) => setTimeout(res, Number(v.slice(4)) || 10));
           }
-          if (r === repeats) {
-            const chk = checkPipelineOutput('raw', out, src, n, iterations, cache);
-            if (!chk.ok) throw new Error(chk.mismatch);
-          }
         }
-        const s = await sync.run(src, out);
-        if (r > 0) syncT.push(s.total);
-        const h = await host.hostOnly(src, out);
-        if (r > 0) hostT.push(h);
       }
       timelines['lib'] = lib.timeline ?? [];
       if (raw) timelines['raw'] = raw.timeline ?? [];
@@ -267,6 +283,7 @@ async function main(): Promise<void> {
       console.log('lib Dawn calls per run:', row.libDawn);
       if (raw) console.log('raw Dawn calls per run:', row.rawDawn);
       const f = (x: number): string => x.toFixed(2).padStart(7);
+      console.log(`last runs started at (ms since process start, as --trace-gc prints): lib ${num(starts['lib'] ?? NaN)}, raw ${num(starts['raw'] ?? NaN)}`);
       console.log('timeline (last run), ms from start: chunk | lib: slot free, filled, flushed | raw: slot free, filled, submitted');
       for (let k = 0; k < plan.chunks.length; k++) {
         const l = timelines['lib']?.[k] ?? [k, NaN, NaN, NaN];
