@@ -200,11 +200,12 @@ async function main(): Promise<void> {
       const libCalls: Record<string, { ms: number; calls: number }>[] = [];
       const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
       const libStats: (typeof lib.stats)[] = [];
-      const timelines: Record<string, number[][]> = {};
       // One repeat runs the variants in --order (default lib,raw,sync,host): a variant that follows
       // host-only work starts on a GPU that sat idle.
       const order = values.order!.split(',');
       const starts: Record<string, number> = {};
+      const runs: { name: string; start: number; rows: number[][] }[] = [];
+      let prev = order[order.length - 1]!;
       for (let r = 0; r <= repeats; r++) {
         if (r === repeats) {
           lib.timeline = [];
@@ -223,6 +224,7 @@ async function main(): Promise<void> {
             if (r === repeats) {
               const chk = checkPipelineOutput('lib', out, src, n, iterations, cache);
               if (!chk.ok) throw new Error(chk.mismatch);
+              runs.push({ name: `lib after ${prev}`, start: starts['lib']!, rows: (lib.timeline ?? []).map((x) => [...x]) });
             }
           } else if (v === 'raw' && raw) {
             if (r === repeats) starts['raw'] = performance.now();
@@ -235,6 +237,7 @@ async function main(): Promise<void> {
             if (r === repeats) {
               const chk = checkPipelineOutput('raw', out, src, n, iterations, cache);
               if (!chk.ok) throw new Error(chk.mismatch);
+              runs.push({ name: `raw after ${prev}`, start: starts['raw']!, rows: (raw.timeline ?? []).map((x) => [...x]) });
             }
           } else if (v === 'sync') {
             const s = await sync.run(src, out);
@@ -246,36 +249,36 @@ async function main(): Promise<void> {
             // idleN: the host sleeps N ms (the GPU idles).
             await new Promise((res) => setTimeout(res, Number(v.slice(4)) || 10));
           }
+          prev = v;
         }
       }
-      timelines['lib'] = lib.timeline ?? [];
-      if (raw) timelines['raw'] = raw.timeline ?? [];
       const gpu = (await lib.gpuOnly(sync.up, sync.down)).ms;
       const medCalls = (list: Record<string, { ms: number; calls: number }>[]): Record<string, string> => {
         const keys = new Set(list.flatMap((x) => Object.keys(x)));
         const o: Record<string, string> = {};
         for (const k of [...keys].sort()) {
-          const ms = median(list.map((x) => x[k]?.ms ?? 0));
-          const calls = median(list.map((x) => x[k]?.calls ?? 0));
+          const ms = list.length ? median(list.map((x) => x[k]?.ms ?? 0)) : 0;
+          const calls = list.length ? median(list.map((x) => x[k]?.calls ?? 0)) : 0;
           o[k] = `${num(ms)} ms / ${calls} = ${num((ms * 1000) / Math.max(1, calls))} us`;
         }
         return o;
       };
-      const st = (k: keyof (typeof lib.stats)): number => median(libStats.map((x) => x[k]));
+      const med = (xs: number[]): number => (xs.length ? median(xs) : Number.NaN);
+      const st = (k: keyof (typeof lib.stats)): number => med(libStats.map((x) => x[k]));
       const row = {
         plan: plan.label,
         iterations,
-        syncMs: median(syncT),
-        hostMs: median(hostT),
+        syncMs: med(syncT),
+        hostMs: med(hostT),
         gpuMs: gpu,
-        libMs: median(libT),
-        rawMs: raw ? median(rawT) : NaN,
+        libMs: med(libT),
+        rawMs: med(rawT),
         libSamples: libT.map(num).join('/'),
         rawSamples: rawT.map(num).join('/'),
         libStats: { waitDown: st('waitDown'), waitUp: st('waitUp'), fill: st('fill'), read: st('read'), enqueue: st('enqueue'), flush: st('flush'), waits: st('waits'), submits: st('submits') },
         libDawn: medCalls(libCalls),
         rawDawn: medCalls(rawCalls),
-        timelines,
+        timelines: {} as Record<string, number[][]>,
       };
       rows.push(row);
       console.log(`\n== ${plan.label}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
@@ -283,13 +286,12 @@ async function main(): Promise<void> {
       console.log('lib Dawn calls per run:', row.libDawn);
       if (raw) console.log('raw Dawn calls per run:', row.rawDawn);
       const f = (x: number): string => x.toFixed(2).padStart(7);
-      console.log(`last runs started at (ms since process start, as --trace-gc prints): lib ${num(starts['lib'] ?? NaN)}, raw ${num(starts['raw'] ?? NaN)}`);
-      console.log('timeline (last run), ms from start: chunk | lib: slot free, filled, flushed | raw: slot free, filled, submitted');
-      for (let k = 0; k < plan.chunks.length; k++) {
-        const l = timelines['lib']?.[k] ?? [k, NaN, NaN, NaN];
-        const w = timelines['raw']?.[k] ?? [k, NaN, NaN, NaN];
-        console.log(`${String(k).padStart(3)} | ${f(l[1]!)} ${f(l[2]!)} ${f(l[3]!)} | ${f(w[1]!)} ${f(w[2]!)} ${f(w[3]!)}`);
+      console.log('timelines of the last repeat, ms from each run start: chunk: slot free, filled, flushed/submitted');
+      for (const run of runs) {
+        console.log(`- ${run.name} (started ${num(run.start)} ms after process start, as --trace-gc counts)`);
+        for (const t of run.rows) console.log(`  ${String(t[0]).padStart(3)} ${f(t[1]!)} ${f(t[2]!)} ${f(t[3]!)}`);
       }
+      row.timelines = Object.fromEntries(runs.map((x) => [x.name, x.rows]));
       await lib.destroy();
       await host.destroy();
       await raw?.destroy();

@@ -35,9 +35,10 @@ export interface ContextOptions {
   /** Ops per submit at most; smaller values let priorities act sooner. @default Infinity */
   maxOpsPerSubmit?: number;
   /**
-   * Keep the enqueue stack (for error messages) of ops that can fail after the call: launches and
-   * host functions (`true`), of every op (`'all'`), or of none (`false`). Errors thrown at the call
-   * always carry it. A stack costs a few microseconds per op. @default true
+   * Keep the enqueue stack (for error messages) of ops that can fail after the call (`true`): host
+   * functions, and launches until their pipeline is known to compile; of every op (`'all'`); or of
+   * none (`false`). Errors thrown at the call always carry it. A stack costs a few microseconds per
+   * op. @default true
    */
   captureStacks?: boolean | 'all';
   /** Device label. @default 'webgpu-streams' */

@@ -250,7 +250,9 @@ export class Kernel {
   checkConstants(constants: unknown, site: ErrorSite): Record<string, number> | undefined {
     if (constants === undefined) return undefined;
     if (typeof constants !== 'object' || constants === null) throw new InvalidArgumentError(`Expected \`constants\` to be an object of override values`, site);
-    for (const [k, v] of Object.entries(constants)) {
+    for (const k in constants) {
+      if (!Object.hasOwn(constants, k)) continue;
+      const v = (constants as Record<string, unknown>)[k];
       if (!this.overrides.includes(k)) {
         throw new KernelBindingError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((o) => `\`${o}\``).join(', ') : 'none'}`, site);
       }
@@ -263,8 +265,10 @@ export class Kernel {
 /** A stable key for a set of override constants (sorted by name). */
 function constantsKey(constants: Record<string, number> | undefined): string {
   if (!constants) return '';
+  const names = Object.keys(constants);
+  if (names.length === 1) return `${names[0]}=${constants[names[0]!]};`;
   let key = '';
-  for (const name of Object.keys(constants).sort()) key += `${name}=${constants[name]};`;
+  for (const name of names.sort()) key += `${name}=${constants[name]};`;
   return key;
 }
 

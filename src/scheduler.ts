@@ -328,11 +328,14 @@ export class Scheduler {
           let uses = b.pinnedUploads.get(p.pinned);
           if (!uses) b.pinnedUploads.set(p.pinned, (uses = []));
           uses.push(op);
-          this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.pinned!.buffer, p.srcOffset, p.dst, p.dstOffset, p.size));
+          const src = p.pinned.buffer;
+          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(src, p.srcOffset, p.dst, p.dstOffset, p.size));
+          else enc.copyBufferToBuffer(src, p.srcOffset, p.dst, p.dstOffset, p.size);
         } else {
           const staging = p.staging!;
           b.stagingUploads.push(staging);
-          this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(staging, 0, p.dst, p.dstOffset, p.size));
+          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(staging, 0, p.dst, p.dstOffset, p.size));
+          else enc.copyBufferToBuffer(staging, 0, p.dst, p.dstOffset, p.size);
         }
         break;
       }
@@ -344,12 +347,16 @@ export class Scheduler {
           if (!list) b.pinnedDownloads.set(p.pinned, (list = []));
           list.push(op);
           op.pendingParts++;
-          this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, p.pinned!.buffer, p.dstOffset, p.size));
+          const dst = p.pinned.buffer;
+          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, dst, p.dstOffset, p.size));
+          else enc.copyBufferToBuffer(p.src, p.srcOffset, dst, p.dstOffset, p.size);
         } else {
           p.readback = this.staging.acquireReadback(p.size, op.name);
           b.readbacks.push(op);
           op.pendingParts++;
-          this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, p.readback!, 0, p.size));
+          const rb = p.readback;
+          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, rb, 0, p.size));
+          else enc.copyBufferToBuffer(p.src, p.srcOffset, rb, 0, p.size);
         }
         break;
       }

@@ -95,7 +95,7 @@ export class Stream {
    * @returns the op id
    */
   launch(kernel: Kernel, options: LaunchOptions): number {
-    const site = this.#site('launch', true);
+    const site = this.#site('launch');
     const opts = expectObject('options', options, site);
     expectKnownKeys('options', opts, ['bindings', 'workgroups', 'constants'], site);
     if (!kernel || typeof kernel.pipeline !== 'function') throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
@@ -106,7 +106,8 @@ export class Stream {
     }
     const gpuBuffers: GPUBuffer[] = [];
     const tracked: DeviceBuffer[] = [];
-    bindings.forEach((b, i) => {
+    for (let i = 0; i < bindings.length; i++) {
+      const b = bindings[i];
       const info = kernel.bindings[i]!;
       const { buffer, label } = this.#unwrap(b, `bindings[${i}] (${info.name})`, site);
       if (b instanceof DeviceBuffer) tracked.push(b);
@@ -121,7 +122,7 @@ export class Stream {
         throw new KernelBindingError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
       }
       gpuBuffers.push(buffer);
-    });
+    }
     // A buffer bound twice where either binding is writable is a WebGPU usage conflict.
     for (let i = 0; i < gpuBuffers.length; i++) {
       for (let j = i + 1; j < gpuBuffers.length; j++) {
@@ -133,6 +134,9 @@ export class Stream {
     const workgroups = this.#workgroups(opts.workgroups, site);
     const constants = kernel.checkConstants(opts.constants, site);
     const pipeline = kernel.pipeline(constants);
+    // A launch can still fail after the call while its pipeline is not known to compile: keep its
+    // call site for that error. Once the pipeline validated, later launches of it skip the stack.
+    if (!pipeline.ok && this.#host.captureStacks === true) site.enqueueSite = captureSite(true);
     return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, [], tracked, site, `${kernel.label}`).id;
   }
 
@@ -272,10 +276,11 @@ export class Stream {
   // ------------------------------------------------------------------ internals
 
   /**
-   * The error site of a call. Ops that can fail after the call (launches, host functions) keep
-   * their enqueue stack (`captureStacks`, default true); transfers and markers are fully checked at
-   * the call, so theirs is captured only if an error is thrown right there (or always with
-   * `captureStacks: 'all'`), which keeps the per-op cost of hot transfer loops low.
+   * The error site of a call. Ops that can fail after the call keep their enqueue stack
+   * (`captureStacks`, default true): host functions always, launches while their pipeline is not
+   * yet known to compile (see `launch`). Transfers and markers are fully checked at the call, so
+   * theirs is captured only if an error is thrown right there (or always with
+   * `captureStacks: 'all'`), which keeps the per-op cost of hot loops low.
    */
   #site(op: string, failsLater = false): Site {
     const mode = this.#host.captureStacks;
@@ -340,7 +345,10 @@ export class Stream {
     const max = this.#host.maxWorkgroupsPerDimension;
     const arr = typeof w === 'number' ? [w] : Array.isArray(w) ? w : null;
     if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
-    const names = ['workgroups[0]', 'workgroups[1]', 'workgroups[2]'];
-    return [0, 1, 2].map((i) => expectInteger(names[i]!, arr[i] ?? 1, 0, max, site)) as [number, number, number];
+    return [
+      expectInteger('workgroups[0]', arr[0] ?? 1, 0, max, site),
+      expectInteger('workgroups[1]', arr[1] ?? 1, 0, max, site),
+      expectInteger('workgroups[2]', arr[2] ?? 1, 0, max, site),
+    ];
   }
 }

@@ -236,4 +236,35 @@ describe('call sites', () => {
       }
     }
   });
+
+  it('a launch keeps its enqueue stack until its pipeline is known to compile (always with "all")', async () => {
+    for (const mode of [true, 'all', false] as const) {
+      const c = await gpuContext({ captureStacks: mode });
+      try {
+        const s = c.createStream({ label: `launch-sites-${String(mode)}` });
+        const a = c.alloc(256), b = c.alloc(256), out = c.alloc(256);
+        const launch = (): { callSite: Error | undefined } => {
+          s.launch(c.kernels.vectorAdd, { bindings: [a, b, out], workgroups: 1, constants: {} });
+          return s.queue.tail as unknown as { callSite: Error | undefined };
+        };
+        const first = launch(); // a fresh pipeline (no overrides): not validated yet
+        await s.synchronize();
+        const later = launch(); // the same pipeline, now validated
+        await s.synchronize();
+        if (mode === false) expect(first.callSite).toBeUndefined();
+        else expect(first.callSite?.stack).toMatch(/errors\.test\.ts/);
+        if (mode === 'all') expect(later.callSite?.stack).toMatch(/errors\.test\.ts/);
+        else expect(later.callSite).toBeUndefined();
+        // A kernel that fails to compile names the launch's call site in its error.
+        const bad = c.kernel('@compute @workgroup_size(1) fn main() { let x: i32 = "no"; }', { label: 'bad' });
+        s.launch(bad, { bindings: [], workgroups: 1 });
+        const err = await s.synchronize().then(() => null, (x: unknown) => x as Error & { callSite?: string });
+        expect(err).toMatchObject({ name: 'GpuValidationError' });
+        if (mode === false) expect(err!.callSite).toBeUndefined();
+        else expect(err!.callSite).toMatch(/errors\.test\.ts/);
+      } finally {
+        c.destroy();
+      }
+    }
+  });
 });
