@@ -2,10 +2,11 @@
  * The overlapped pipeline designs the P1 metric searches (bench/perf/pipeline.ts): one chunk per
  * flush, several per flush, single chunks at the ends, ramped ends, rings of any depth. Each must
  * produce compute_intensive(src) for every element, run after run (slots reused), whatever the
- * grouping of chunks into submits.
+ * grouping of chunks into submits. The hand-written raw WebGPU version (P1's platform reference
+ * and P5's baseline) follows the same groups.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkPipelineOutput, LibPipeline, makePlan, withBatch } from '../bench/perf/pipeline';
+import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, withBatch } from '../bench/perf/pipeline';
 import { randomF32 } from '../bench/perf/common';
 import { gpuContext } from './gpu';
 
@@ -30,6 +31,7 @@ describe('overlapped pipeline designs', () => {
     it(`${chunks} chunks, ring ${ring}, ${batch} per flush${edges ? ', single at the ends' : ''}${ramp ? `, ramp ${ramp}` : ''}`, async () => {
       const plan = withBatch(makePlan(n, chunks, 4, 3, ramp), batch, ring, edges);
       const pipe = new LibPipeline(ctx, plan, 'design');
+      const raw = new RawPipeline(ctx, plan);
       try {
         for (let run = 0; run < 2; run++) {
           const out = new Float32Array(n).fill(Number.NaN);
@@ -37,9 +39,14 @@ describe('overlapped pipeline designs', () => {
           const c = checkPipelineOutput(`run ${run}`, out, src, n, 3, cache);
           expect(c.mismatch ?? 'ok').toBe('ok');
           expect(pipe.stats.submits).toBeGreaterThan(0);
+          out.fill(Number.NaN);
+          await raw.run(src, out);
+          const r = checkPipelineOutput(`raw run ${run}`, out, src, n, 3, cache);
+          expect(r.mismatch ?? 'ok').toBe('ok');
         }
       } finally {
         await pipe.destroy();
+        await raw.destroy();
       }
       expect(ctx.errors).toEqual([]);
     });

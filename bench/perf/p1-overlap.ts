@@ -24,7 +24,7 @@ import {
   type PerfTable,
 } from './common';
 import { traceDiagnosis } from './p1-diag';
-import { checkPipelineOutput, LibPipeline, makePlan, SyncPass, withBatch, type ChunkPlan, type RunStats } from './pipeline';
+import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, type ChunkPlan, type RunStats } from './pipeline';
 
 interface Params {
   sizes: number[];
@@ -95,6 +95,9 @@ interface SizeRow {
   plan: ChunkPlan;
   sync: number;
   ovl: number;
+  /** The same plan hand-written on raw WebGPU (no library), same run: what the platform allows. */
+  raw: number;
+  rawEfficiency: number;
   host: number;
   gpu: number;
   ideal: number;
@@ -150,6 +153,7 @@ export const overlapGroup: PerfGroup = {
       const outOvl = new Float32Array(n);
       const sync = new SyncPass(ctx, n, 1);
       const pipes: LibPipeline[] = [];
+      let rawPipe: RawPipeline | null = null;
       try {
         // --- balance host and GPU work (kernel iterations) with a mid-size chunk plan.
         progress(`P1 ${sizeText(bytes)}: balancing host and GPU work`, frac);
@@ -223,6 +227,7 @@ export const overlapGroup: PerfGroup = {
         const plan = best.plan;
         const ovl = new LibPipeline(ctx, plan, 'ovl');
         pipes.push(ovl);
+        const rawP = (rawPipe = new RawPipeline(ctx, plan));
 
         // --- measured: sync, overlapped, host alone, GPU alone, interleaved.
         progress(`P1 ${sizeText(bytes)}: measuring (${plan.label})`, frac + 0.5 / sizes.length);
@@ -246,6 +251,12 @@ export const overlapGroup: PerfGroup = {
               const ms = await ovl.run(input, outOvl);
               ovlStats.push(ovl.stats);
               if (last) checks.push(checkPipelineOutput(`${label} overlapped`, outOvl, input, n, iterations, cache));
+              return ms;
+            },
+            raw: async ({ last }) => {
+              if (last) outOvl.fill(Number.NaN);
+              const ms = await rawP.run(input, outOvl);
+              if (last) checks.push(checkPipelineOutput(`${label} raw WebGPU`, outOvl, input, n, iterations, cache));
               return ms;
             },
             host: async ({ last }) => {
@@ -272,22 +283,26 @@ export const overlapGroup: PerfGroup = {
 
         const statMed = (k: keyof RunStats): number => median(ovlStats.slice(1).map((x) => x[k]));
         const diag =
-          `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
+          `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, raw ${samples.raw.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
           `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}`;
         const tSync = median(samples.sync);
         const tOvl = median(samples.ovl);
         const tHost = median(samples.host);
         const tGpu = median(samples.gpu);
+        const tRaw = median(samples.raw);
         const ideal = Math.max(tHost, tGpu);
+        const effOf = (t: number): number => (tSync - ideal > 0.03 * tSync ? (tSync - t) / (tSync - ideal) : Number.NaN);
         rows.push({
           bytes,
           plan,
           sync: tSync,
           ovl: tOvl,
+          raw: tRaw,
+          rawEfficiency: effOf(tRaw),
           host: tHost,
           gpu: tGpu,
           ideal,
-          efficiency: tSync - ideal > 0.03 * tSync ? (tSync - tOvl) / (tSync - ideal) : Number.NaN,
+          efficiency: effOf(tOvl),
           speedup: tSync / tOvl,
           syncFill: median(phases.map((x) => x.fill)),
           syncGpu: median(phases.map((x) => x.gpu)),
@@ -298,6 +313,7 @@ export const overlapGroup: PerfGroup = {
         });
       } finally {
         for (const pipe of pipes) await pipe.destroy();
+        await rawPipe?.destroy();
         await sync.destroy();
       }
       lastCost = performance.now() - tSize;
@@ -312,6 +328,8 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.efficiency`] = round(r.efficiency);
       figures[`${k}.syncMs`] = round(r.sync);
       figures[`${k}.ovlMs`] = round(r.ovl);
+      figures[`${k}.rawMs`] = round(r.raw);
+      figures[`${k}.rawEfficiency`] = round(r.rawEfficiency);
       figures[`${k}.hostMs`] = round(r.host);
       figures[`${k}.gpuMs`] = round(r.gpu);
       figures[`${k}.chunks`] = r.plan.label;
@@ -334,7 +352,7 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${r.plan.label}, ring ${r.plan.ring})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${r.plan.label}, ring ${r.plan.ring}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${num(r.rawEfficiency)})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
@@ -425,7 +443,7 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
   return {
     id: 'growth-size',
     title: 'Pipeline time vs data size',
-    columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'sync ms/GiB', 'overlapped ms/GiB'],
+    columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'raw WebGPU ms', 'raw efficiency', 'sync ms/GiB', 'overlapped ms/GiB'],
     rows: rows.map((r) => [
       sizeText(r.bytes),
       r.plan.label,
@@ -437,6 +455,8 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
       round(r.ideal, 3),
       round(r.efficiency, 3),
       round(r.speedup, 3),
+      round(r.raw, 3),
+      round(r.rawEfficiency, 3),
       perGiB(r.sync, r.bytes),
       perGiB(r.ovl, r.bytes),
     ]),

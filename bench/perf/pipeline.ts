@@ -434,10 +434,14 @@ export class RawPipeline {
   /** As {@link LibPipeline.timeline}. */
   timeline: number[][] | null = null;
 
-  /** One overlapped pass: src -> out. Returns wall ms. */
+  /**
+   * One overlapped pass: src -> out. Returns wall ms. Chunks go in the plan's groups (`batch`,
+   * `edges`), one submit per group, as {@link LibPipeline.run} does.
+   */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks } = this.plan;
     const C = chunks.length;
+    const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
     const device = this.device;
     const tl = this.timeline;
     if (tl) tl.length = 0;
@@ -451,35 +455,43 @@ export class RawPipeline {
       slot.down.unmap();
       slot.pending = -1;
     };
-    for (let k = 0; k < C; k++) {
-      const slot = this.slots[k % ring]!;
-      if (slot.pending >= 0) await readOut(slot);
-      if (slot.upMap) {
-        await slot.upMap;
-        slot.upMap = null;
+    for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
+      for (let k = k0; k < k1; k++) {
+        const slot = this.slots[k % ring]!;
+        if (slot.pending >= 0) await readOut(slot);
+        if (slot.upMap) {
+          await slot.upMap;
+          slot.upMap = null;
+        }
+        if (tl) tl[k] = [k, performance.now() - t0, 0, 0];
       }
-      if (tl) tl[k] = [k, performance.now() - t0, 0, 0];
-      const ce = chunks[k]!;
-      const off = this.offsets[k]!;
-      const cb = ce * 4;
-      new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
-      if (tl) tl[k]![2] = performance.now() - t0;
-      slot.up.unmap();
-      const { din, dout, bind } = slot.dev.get(ce)!;
-      const [gx, gy] = this.#grids.get(ce)!;
       const enc = device.createCommandEncoder();
-      enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
-      const pass = enc.beginComputePass();
-      pass.setPipeline(this.#pipeline);
-      pass.setBindGroup(0, bind);
-      pass.dispatchWorkgroups(gx, gy);
-      pass.end();
-      enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
+      for (let k = k0; k < k1; k++) {
+        const slot = this.slots[k % ring]!;
+        const ce = chunks[k]!;
+        const off = this.offsets[k]!;
+        const cb = ce * 4;
+        new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
+        if (tl) tl[k]![2] = performance.now() - t0;
+        slot.up.unmap();
+        const { din, dout, bind } = slot.dev.get(ce)!;
+        const [gx, gy] = this.#grids.get(ce)!;
+        enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
+        const pass = enc.beginComputePass();
+        pass.setPipeline(this.#pipeline);
+        pass.setBindGroup(0, bind);
+        pass.dispatchWorkgroups(gx, gy);
+        pass.end();
+        enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
+      }
       device.queue.submit([enc.finish()]);
-      slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
-      slot.downMap = slot.down.mapAsync(MapFlag.READ);
-      slot.pending = k;
-      if (tl) tl[k]![3] = performance.now() - t0;
+      for (let k = k0; k < k1; k++) {
+        const slot = this.slots[k % ring]!;
+        slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
+        slot.downMap = slot.down.mapAsync(MapFlag.READ);
+        slot.pending = k;
+        if (tl) tl[k]![3] = performance.now() - t0;
+      }
     }
     for (let k = Math.max(0, C - ring); k < C; k++) await readOut(this.slots[k % ring]!);
     return performance.now() - t0;
