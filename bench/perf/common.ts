@@ -115,16 +115,24 @@ export function skippedMetric(ctx: Context, id: string, name: string, unit: stri
  * Runs the named variants `repeats` times each, interleaved (a, b, c, a, b, c, ...) after one
  * warm-up round, so drift (clocks, other load) hits every variant alike. A variant's sample is
  * what it resolves to (ms). Returns the samples per variant.
+ *
+ * `settle` untimed runs of a variant go right before each of its timed runs (called with
+ * `warmup: true`): a pipeline that starts right after another variant moved hundreds of MiB
+ * through other buffers starts slow (measured on an H100: the first chunks of a pipeline run
+ * after the one-pass version took 3-6 ms longer, raw WebGPU and library alike), so each design
+ * is timed in its own steady state rather than in the other's wake.
  */
 export async function interleaved<K extends string>(
   variants: Record<K, (info: { last: boolean; warmup: boolean }) => Promise<number>>,
   repeats: number,
   warmup = 1,
+  settle = 0,
 ): Promise<Record<K, number[]>> {
   const keys = Object.keys(variants) as K[];
   const out = Object.fromEntries(keys.map((k) => [k, [] as number[]])) as Record<K, number[]>;
   for (let r = 0; r < warmup + repeats; r++) {
     for (const k of keys) {
+      if (r >= warmup) for (let i = 0; i < settle; i++) await variants[k]({ last: false, warmup: true });
       const t = await variants[k]({ last: r === warmup + repeats - 1, warmup: r < warmup });
       if (r >= warmup) out[k].push(t);
     }

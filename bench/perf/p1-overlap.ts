@@ -279,6 +279,8 @@ export const overlapGroup: PerfGroup = {
             },
           },
           p.repeats,
+          1,
+          1, // settle: each variant timed after an untimed run of itself (see interleaved)
         );
 
         const statMed = (k: keyof RunStats): number => median(ovlStats.slice(1).map((x) => x[k]));

@@ -90,6 +90,8 @@ export const libraryCostGroup: PerfGroup = {
             },
           },
           p.repeats,
+          1,
+          1, // settle: each variant timed after an untimed run of itself (see interleaved)
         );
         const tLib = median(samples.lib);
         const tRaw = median(samples.raw);
