@@ -253,6 +253,23 @@ export const weightsGroup: PerfGroup = {
       const tStream = median(samples.streaming);
       const ideal = Math.max(tLoad, tCompute);
       const ratio = tStream / ideal;
+      // The GPU part of one load (the copy out of mapped staging into a slot), timed on the GPU:
+      // on one queue these copies cannot run beside the kernels, so streaming takes at least
+      // compute + L copies + the first layer's host fill.
+      let copyMs = Number.NaN;
+      if (ts) {
+        const e0 = ctx.createEvent({ timing: true, label: 'copy t0' });
+        const e1 = ctx.createEvent({ timing: true, label: 'copy t1' });
+        for (let r = 0; r < 3; r++) {
+          await pins[0]!.ready();
+          load.record(e0);
+          load.upload(pins[0]!, slots[0]!);
+          load.record(e1);
+          await load.synchronize();
+          copyMs = Math.min(Number.isNaN(copyMs) ? Infinity : copyMs, e0.elapsedTime(e1));
+        }
+      }
+      const oneQueueBound = Number.isNaN(copyMs) ? Number.NaN : (tCompute + L * copyMs + tLoad / L) / ideal;
       const twoSlots = slotBytes === 2 * bytes && peakGrowth === 0;
       checks.push(
         twoSlots
@@ -270,7 +287,10 @@ export const weightsGroup: PerfGroup = {
             meets: ratio <= TARGET_P4 && twoSlots,
             detail:
               `${L} layers x ${sizeText(bytes)}: streaming ${num(tStream)} ms, loads alone ${num(tLoad)} ms, compute alone ${num(tCompute)} ms (${ts ? 'GPU timestamps' : 'wall'}; ` +
-              `compute/load ${num(tCompute / tLoad)}, ${iterations} iterations); weights memory ${sizeText(slotBytes)} = 2 slots; ${PINS} pinned staging buffers`,
+              `compute/load ${num(tCompute / tLoad)}, ${iterations} iterations); weights memory ${sizeText(slotBytes)} = 2 slots; ${PINS} pinned staging buffers` +
+              (Number.isNaN(copyMs)
+                ? ''
+                : `; GPU copy of one layer out of mapped staging ${num(copyMs)} ms (${num(bytes / 1e6 / copyMs)} GB/s): on one queue streaming takes at least compute + ${L} copies + the first fill = ${num(oneQueueBound)}x`),
             figures: {
               seed,
               layers: L,
@@ -284,6 +304,9 @@ export const weightsGroup: PerfGroup = {
               deviceMemoryGrowthWhileStreaming: peakGrowth,
               pinnedBuffers: PINS,
               recalibrations: recalibrations.join('; ') || 'none',
+              gpuCopyPerLayerMs: round(copyMs),
+              gpuCopyGBps: round(bytes / 1e6 / copyMs, 2),
+              oneQueueBound: round(oneQueueBound),
               diag: `not in the metric: with 2 pinned buffers (the former design) loads alone ${num(median(samples.load2))} ms, streaming ${num(median(samples.stream2))} ms = ${num(median(samples.stream2) / Math.max(median(samples.load2), tCompute))}; samples streaming ${samples.streaming.map(num).join('/')}, load ${samples.load.map(num).join('/')}, compute ${samples.compute.map(num).join('/')}`,
             },
             checks,
