@@ -133,6 +133,9 @@ export function writeResultFiles(result: SuiteResult, dir: string, screenshot?: 
 
 /** `git rev-parse HEAD` of the working directory, or undefined outside a git checkout. */
 export function gitCommit(cwd = process.cwd()): string | undefined {
+  // Where there is no git (the GPU machine), BENCH_COMMIT says which commit was built.
+  const given = process.env['BENCH_COMMIT'];
+  if (given && /^[0-9a-f]{7,40}$/.test(given)) return given;
   try {
     const out = execFileSync('git', ['rev-parse', 'HEAD'], { cwd, stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 });
     const sha = out.toString().trim();
