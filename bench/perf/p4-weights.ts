@@ -173,6 +173,7 @@ export const weightsGroup: PerfGroup = {
       iterations = 1;
       await computeOnly();
       const c1ms = Math.min(await computeOnly(), await computeOnly());
+      const c1Fixed = c1ms;
       const want = loadMs * p.computeOverLoad;
       if (c1ms < want) {
         // (Where even 1 iteration computes longer than the loads take, there is nothing to tune.)
@@ -238,9 +239,16 @@ export const weightsGroup: PerfGroup = {
       );
       progress(`P4: measuring (${L} layers of ${sizeText(bytes)}, ${iterations} iterations)`, 0.3);
       let samples = await measure();
+      // compute(it) = a + b * it: refit b from the last two measured points (the fixed part, the
+      // vector add and the memory passes, makes a proportional scaling fall short).
+      let prev: [number, number] = [1, c1Fixed];
       for (let attempt = 0; attempt < 2 && median(samples.compute) < median(samples.load) && iterations < p.maxIterations; attempt++) {
         const was = iterations;
-        iterations = Math.min(p.maxIterations, Math.ceil((iterations * p.computeOverLoad * median(samples.load)) / Math.max(median(samples.compute), 1e-6)));
+        const cWas = median(samples.compute);
+        const want = p.computeOverLoad * median(samples.load);
+        const b = Math.max(1e-9, (cWas - prev[1]) / Math.max(1, was - prev[0]));
+        prev = [was, cWas];
+        iterations = Math.min(p.maxIterations, Math.max(was + 1, Math.ceil(was + (want - cWas) / b)));
         recalibrations.push(`compute ${num(median(samples.compute))} ms < loads ${num(median(samples.load))} ms at ${was} iterations: measured again at ${iterations}`);
         checks.length = checksBefore;
         peakGrowth = 0;
