@@ -12,6 +12,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { chooseVulkanDriver } from './vulkan';
 import { createNodeContext, type Context } from '../src/node';
 import { BufferUsage, MapMode } from '../src/index';
 import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
@@ -143,6 +144,7 @@ async function main(): Promise<void> {
   const n = bytes / 4;
   const ring = Number(values.ring);
   const repeats = Number(values.repeats);
+  console.log(`vulkan: ${chooseVulkanDriver()}`);
   const ctx = await createNodeContext({ label: 'diag-host' });
   const info = ctx.adapterInfo;
   console.log(`device: ${info.vendor} ${info.architecture} ${info.description}`);
@@ -190,7 +192,7 @@ async function main(): Promise<void> {
     for (const batch of values.batch!.split(',').map(Number)) {
       const plan = withBatch(makePlan(n, c, ring, iterations), batch, batch > 1 ? Math.max(ring, 2 * batch) : ring);
       const lib = new LibPipeline(ctx, plan, 'lib');
-      const raw = batch === 1 ? new RawPipeline(ctx, plan) : null;
+      const raw: RawPipeline | null = new RawPipeline(ctx, plan);
       const host = new LibPipeline(ctx, plan, 'host');
       console.log(`\norder per repeat: ${values.order}`);
       const libT: number[] = [];

@@ -9,6 +9,7 @@
  *   node dist/cli/diag-latency.mjs [--elements 4194304] [--iterations 3000] [--count 4] [--idle 0,1,5,20,100]
  */
 import { parseArgs } from 'node:util';
+import { chooseVulkanDriver } from './vulkan';
 import { create, globals } from 'webgpu';
 import { builtinShaders } from '../src/index';
 import { grid } from './scenarios/common';
@@ -28,6 +29,7 @@ async function main(): Promise<void> {
   });
   const g = globalThis as Record<string, unknown>;
   for (const [k, v] of Object.entries(globals as Record<string, unknown>)) if (!(k in g)) g[k] = v;
+  console.log(`vulkan: ${chooseVulkanDriver()}`);
   const gpu = create(['disable-dawn-features=timestamp_quantization']);
   // Keep the native instance alive while the device is in use (collecting it crashes the process).
   (globalThis as Record<string, unknown>)['__diagGpu'] = gpu;

@@ -11,14 +11,13 @@
  * 1 when an output did not match its reference or a group threw, 2 on bad usage.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createNodeContext } from '../src/node';
+import { chooseVulkanDriver } from './vulkan';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-const ICD_DIRS = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d', '/usr/local/nvidia/share/vulkan/icd.d'];
 
 export interface PerfCliOptions {
   quick: boolean;
@@ -72,25 +71,6 @@ export function parsePerfArgs(argv: string[]): PerfCliOptions {
     if (!Number.isInteger(seed) || seed <= 0 || seed >= 2 ** 32) throw new TypeError(`Expected \`--seed\` to be an integer from 1 to 2^32-1, got \`${values.seed}\``);
   }
   return { quick: values.quick ?? false, out: values.out ?? 'bench-results', help: values.help ?? false, ...(only ? { only } : {}), ...(timeoutMin ? { timeoutMin } : {}), ...(seed ? { seed } : {}), ...(values.commit ? { commit: values.commit } : {}) };
-}
-
-/** Points the Vulkan loader at SwiftShader when nothing chose a driver and no NVIDIA driver is installed. */
-function chooseVulkanDriver(env: NodeJS.ProcessEnv = process.env): string {
-  const chosen = env['VK_ICD_FILENAMES'] ?? env['VK_DRIVER_FILES'];
-  if (chosen) return `VK_ICD_FILENAMES/VK_DRIVER_FILES from the environment: ${chosen}`;
-  const nvidia = ICD_DIRS.some((d) => {
-    try {
-      return readdirSync(d).some((f) => /nvidia/i.test(f) && f.endsWith('.json'));
-    } catch {
-      return false;
-    }
-  });
-  if (nvidia) return 'system Vulkan drivers (an NVIDIA driver is installed)';
-  if (existsSync(SWIFTSHADER_ICD)) {
-    env['VK_ICD_FILENAMES'] = SWIFTSHADER_ICD;
-    return `SwiftShader (set VK_ICD_FILENAMES=${SWIFTSHADER_ICD})`;
-  }
-  return 'system Vulkan drivers';
 }
 
 /** NVIDIA driver version from /proc or nvidia-smi; undefined elsewhere. */

@@ -1,0 +1,63 @@
+/**
+ * The diagnostics (`npm run diag:host`, `npm run diag:latency`) as the GPU machine runs them: one
+ * bundled file each, importing only `webgpu` and node: builtins. diag-host checks the library and
+ * raw pipelines' outputs against the CPU reference and exits 1 on a mismatch, so a run that exits
+ * 0 has verified both; its JSON keeps the per-chunk timelines.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import './gpu'; // points the Vulkan loader at SwiftShader when there is no GPU
+
+const root = resolve(import.meta.dirname, '..');
+
+function build(mode: string): string {
+  const b = spawnSync('npx', ['vite', 'build', '--mode', mode, '--logLevel', 'warn'], { cwd: root, encoding: 'utf8' });
+  expect(b.status, `${b.stdout}\n${b.stderr}`).toBe(0);
+  const file = join(root, 'dist/cli', `${mode.slice(4)}.mjs`);
+  const code = readFileSync(file, 'utf8');
+  const specifiers = [...code.matchAll(/^\s*(?:import|export)\s+[^'"]*?\s*from\s+["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm)].map((m) => m[1] ?? m[2] ?? m[3]);
+  expect(specifiers.filter((s) => s !== 'webgpu' && !s!.startsWith('node:'))).toEqual([]);
+  return file;
+}
+
+describe('diagnostics', () => {
+  const out = mkdtempSync(join(tmpdir(), 'webgpu-streams-diag-'));
+  afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+  it('diag-host profiles the library and raw pipelines (outputs verified) with per-chunk timelines', () => {
+    const file = build('cli-diag-host');
+    const run = spawnSync(process.execPath, [file, '--mib', '1', '--chunks', '4', '--batch', '1,2', '--iterations', '2', '--repeats', '1', '--copyTotal', '4', '--order', 'sync,lib,raw,host', '--out', out], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/host copy bandwidth by piece size/);
+    expect(run.stdout).toMatch(/== 4 x 256 KiB: sync [\d.]+ ms/);
+    expect(run.stdout).toMatch(/- lib after sync/);
+    expect(run.stdout).toMatch(/- raw after lib/);
+    const json = JSON.parse(readFileSync(join(out, 'diag-host.json'), 'utf8')) as { pipeline: { plan: string; timelines: Record<string, number[][]>; libDawn: Record<string, string> }[] };
+    expect(json.pipeline.map((r) => r.plan)).toEqual(['4 x 256 KiB', '4 x 256 KiB, 2 per submit, ring 4']);
+    const tl = json.pipeline[0]!.timelines['lib after sync']!;
+    expect(tl).toHaveLength(4);
+    // Per chunk: slot free <= filled <= flushed, and chunks in order.
+    for (const [k, free, filled, flushed] of tl) {
+      expect(free).toBeLessThanOrEqual(filled!);
+      expect(filled).toBeLessThanOrEqual(flushed!);
+      if (k! > 0) expect(free).toBeGreaterThanOrEqual(tl[k! - 1]![3]!);
+    }
+    expect(Object.keys(json.pipeline[0]!.libDawn)).toContain('queue.submit');
+  }, 180_000);
+
+  it('diag-latency times back-to-back submits after idle periods', () => {
+    const file = build('cli-diag-latency');
+    const run = spawnSync(process.execPath, [file, '--elements', '4096', '--iterations', '2', '--repeats', '1', '--idle', '0,2'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const lines = run.stdout.split('\n').filter((l) => /^idle +\d+ ms: submitted/.test(l));
+    expect(lines).toHaveLength(2);
+    for (const l of lines) expect(l).toMatch(/maps resolved at [\d.]+, [\d.]+, [\d.]+, [\d.]+ ms/);
+  }, 120_000);
+});
