@@ -11,10 +11,12 @@
 import { DestroyedError, PinnedBufferBusyError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 
+/** The mapped range and the views made of it so far (each made on first use). */
 interface Views {
-  bytes: Uint8Array;
-  f32: Float32Array;
-  u32: Uint32Array;
+  range: ArrayBuffer;
+  bytes?: Uint8Array;
+  f32?: Float32Array;
+  u32?: Uint32Array;
 }
 
 /** What a pinned buffer needs to know of an op that claims it. */
@@ -83,17 +85,20 @@ export class PinnedBuffer {
 
   /** The whole buffer as bytes. Valid only while the host owns the buffer: re-read after `ready()`. */
   get bytes(): Uint8Array {
-    return this.#viewsOrThrow().bytes;
+    const v = this.#viewsOrThrow();
+    return (v.bytes ??= new Uint8Array(v.range));
   }
 
   /** The whole buffer as 32-bit floats (size / 4 elements). */
   get f32(): Float32Array {
-    return this.#viewsOrThrow().f32;
+    const v = this.#viewsOrThrow();
+    return (v.f32 ??= new Float32Array(v.range, 0, this.size >>> 2));
   }
 
   /** The whole buffer as 32-bit unsigned integers. */
   get u32(): Uint32Array {
-    return this.#viewsOrThrow().u32;
+    const v = this.#viewsOrThrow();
+    return (v.u32 ??= new Uint32Array(v.range, 0, this.size >>> 2));
   }
 
   /**
@@ -207,10 +212,6 @@ export class PinnedBuffer {
         h ? { op: 'view', stream: h.stream.label } : { op: 'view' },
       );
     }
-    if (!this.#views) {
-      const range = this.buffer.getMappedRange();
-      this.#views = { bytes: new Uint8Array(range), f32: new Float32Array(range, 0, this.size >>> 2), u32: new Uint32Array(range, 0, this.size >>> 2) };
-    }
-    return this.#views;
+    return (this.#views ??= { range: this.buffer.getMappedRange() });
   }
 }

@@ -62,6 +62,20 @@ interface Site extends ErrorSite {
   enqueueSite: Error | undefined;
 }
 
+/** A call's site; its stack is captured only when an error needs it (or eagerly, as enqueueSite). */
+class CallSite implements Site {
+  #lazy: Error | undefined;
+  constructor(
+    readonly op: string,
+    readonly stream: string,
+    public enqueueSite: Error | undefined,
+    readonly capture: boolean,
+  ) {}
+  get callSite(): Error | undefined {
+    return this.enqueueSite ?? (this.capture ? (this.#lazy ??= captureSite(true)) : undefined);
+  }
+}
+
 export class Stream {
   /** @internal */
   readonly queue: StreamQueue;
@@ -285,15 +299,7 @@ export class Stream {
   #site(op: string, failsLater = false): Site {
     const mode = this.#host.captureStacks;
     const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true) : undefined;
-    let lazy: Error | undefined;
-    const site: Site = {
-      op,
-      stream: this.label,
-      enqueueSite: eager,
-      get callSite() {
-        return eager ?? (mode === false ? undefined : (lazy ??= captureSite(true)));
-      },
-    };
+    const site = new CallSite(op, this.label, eager, mode !== false);
     if (this.queue.destroyed) throw new DestroyedError(`stream '${this.label}' was destroyed; create a new one with ctx.createStream()`, site);
     this.#host.checkAlive(op, this.label);
     return site;
