@@ -246,9 +246,12 @@ export const weightsGroup: PerfGroup = {
         const was = iterations;
         const cWas = median(samples.compute);
         const want = p.computeOverLoad * median(samples.load);
-        const b = Math.max(1e-9, (cWas - prev[1]) / Math.max(1, was - prev[0]));
+        const b = (cWas - prev[1]) / Math.max(1, was - prev[0]);
         prev = [was, cWas];
-        iterations = Math.min(p.maxIterations, Math.max(was + 1, Math.ceil(was + (want - cWas) / b)));
+        // A slope that is not positive (noise: more iterations measured faster) says nothing:
+        // scale proportionally instead. Never more than 4x per step.
+        const next = b > 0 ? was + (want - cWas) / b : (was * want) / Math.max(cWas, 1e-6);
+        iterations = Math.min(p.maxIterations, 4 * was, Math.max(was + 1, Math.ceil(next)));
         recalibrations.push(`compute ${num(median(samples.compute))} ms < loads ${num(median(samples.load))} ms at ${was} iterations: measured again at ${iterations}`);
         checks.length = checksBefore;
         peakGrowth = 0;
