@@ -474,15 +474,7 @@ export class RawPipeline {
         new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
         if (tl) tl[k]![2] = performance.now() - t0;
         slot.up.unmap();
-        const { din, dout, bind } = slot.dev.get(ce)!;
-        const [gx, gy] = this.#grids.get(ce)!;
-        enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
-        const pass = enc.beginComputePass();
-        pass.setPipeline(this.#pipeline);
-        pass.setBindGroup(0, bind);
-        pass.dispatchWorkgroups(gx, gy);
-        pass.end();
-        enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
+        this.#encodeChunk(enc, slot, ce);
       }
       device.queue.submit([enc.finish()]);
       for (let k = k0; k < k1; k++) {
@@ -495,6 +487,20 @@ export class RawPipeline {
     }
     for (let k = Math.max(0, C - ring); k < C; k++) await readOut(this.slots[k % ring]!);
     return performance.now() - t0;
+  }
+
+  /** A chunk of `ce` elements through `slot`: upload copy, kernel, download copy. */
+  #encodeChunk(enc: GPUCommandEncoder, slot: RawSlot, ce: number): void {
+    const cb = ce * 4;
+    const { din, dout, bind } = slot.dev.get(ce)!;
+    const [gx, gy] = this.#grids.get(ce)!;
+    enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
+    const pass = enc.beginComputePass();
+    pass.setPipeline(this.#pipeline);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(gx, gy);
+    pass.end();
+    enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
   }
 
   /**
@@ -518,16 +524,8 @@ export class RawPipeline {
     new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(0, ce));
     slot.up.unmap();
     const t0 = performance.now();
-    const { din, dout, bind } = slot.dev.get(ce)!;
-    const [gx, gy] = this.#grids.get(ce)!;
     const enc = this.device.createCommandEncoder();
-    enc.copyBufferToBuffer(slot.up, 0, din, 0, cb);
-    const pass = enc.beginComputePass();
-    pass.setPipeline(this.#pipeline);
-    pass.setBindGroup(0, bind);
-    pass.dispatchWorkgroups(gx, gy);
-    pass.end();
-    enc.copyBufferToBuffer(dout, 0, slot.down, 0, cb);
+    this.#encodeChunk(enc, slot, ce);
     this.device.queue.submit([enc.finish()]);
     slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
     slot.downMap = slot.down.mapAsync(MapFlag.READ);
