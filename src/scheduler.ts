@@ -218,7 +218,9 @@ export class Scheduler {
               if (this.#inFlight >= this.options.maxSubmitsInFlight) {
                 continue; // the window is full: GPU work waits; host work and markers go on
               }
-              batch = new Batch(this.#nextBatchId++, this.device.createCommandEncoder({ label: 'webgpu-streams batch' }));
+              // Transient encoders and passes are labelled only while tracing: a label costs Dawn
+              // a few microseconds per pass (encode and submit), and errors name their ops anyway.
+              batch = new Batch(this.#nextBatchId++, this.device.createCommandEncoder(this.trace ? { label: 'webgpu-streams batch' } : undefined));
             }
           }
           q.shift();
@@ -310,7 +312,7 @@ export class Scheduler {
       case 'launch': {
         const bindGroup = p.kernel.bindGroup(p.bindings);
         const tw = timed ? this.#timestampWrites(b, op, true) : undefined;
-        const pass = enc.beginComputePass(tw ? { label: op.name, timestampWrites: tw } : { label: op.name });
+        const pass = enc.beginComputePass(tw ? { label: op.name, timestampWrites: tw } : this.trace ? { label: op.name } : undefined);
         pass.setPipeline(p.pipeline.pipeline);
         pass.setBindGroup(0, bindGroup);
         pass.dispatchWorkgroups(p.workgroups[0], p.workgroups[1], p.workgroups[2]);
