@@ -10,6 +10,27 @@ export interface MeasureOptions {
   warmup?: number;
   /** Measured runs. @default 5 */
   repeats?: number;
+  /**
+   * {@link measureInterleaved} only: untimed runs of a variant right before each of its measured
+   * runs (told `warmup: true`), so each variant is timed in its own steady state rather than in
+   * the wake of the one before it. @default 0
+   */
+  settle?: number;
+}
+
+/** The run counts of `options`, checked; throws a TypeError naming the bad option. */
+function runCounts(options: MeasureOptions): { warmup: number; repeats: number; settle: number } {
+  const { warmup = 1, repeats = 5, settle = 0 } = options;
+  if (!Number.isInteger(warmup) || warmup < 0) {
+    throw new TypeError(`Expected \`warmup\` to be a non-negative integer, got \`${warmup}\` (${typeof warmup})`);
+  }
+  if (!Number.isInteger(repeats) || repeats < 1) {
+    throw new TypeError(`Expected \`repeats\` to be a positive integer, got \`${repeats}\` (${typeof repeats})`);
+  }
+  if (!Number.isInteger(settle) || settle < 0) {
+    throw new TypeError(`Expected \`settle\` to be a non-negative integer, got \`${settle}\` (${typeof settle})`);
+  }
+  return { warmup, repeats, settle };
 }
 
 /** What {@link measure} tells each run of the measured function. */
@@ -35,14 +56,7 @@ export async function measure(
   fn: (run: RunInfo) => Promise<number | void> | number | void,
   options: MeasureOptions = {},
 ): Promise<Timing> {
-  const warmup = options.warmup ?? 1;
-  const repeats = options.repeats ?? 5;
-  if (!Number.isInteger(warmup) || warmup < 0) {
-    throw new TypeError(`Expected \`warmup\` to be a non-negative integer, got \`${warmup}\` (${typeof warmup})`);
-  }
-  if (!Number.isInteger(repeats) || repeats < 1) {
-    throw new TypeError(`Expected \`repeats\` to be a positive integer, got \`${repeats}\` (${typeof repeats})`);
-  }
+  const { warmup, repeats } = runCounts(options);
   const samples: number[] = [];
   const total = warmup + repeats;
   for (let index = 0; index < total; index++) {
@@ -68,19 +82,13 @@ export async function measureInterleaved(
   fns: readonly ((run: RunInfo) => Promise<number | void> | number | void)[],
   options: MeasureOptions = {},
 ): Promise<Timing[]> {
-  const warmup = options.warmup ?? 1;
-  const repeats = options.repeats ?? 5;
-  if (!Number.isInteger(warmup) || warmup < 0) {
-    throw new TypeError(`Expected \`warmup\` to be a non-negative integer, got \`${warmup}\` (${typeof warmup})`);
-  }
-  if (!Number.isInteger(repeats) || repeats < 1) {
-    throw new TypeError(`Expected \`repeats\` to be a positive integer, got \`${repeats}\` (${typeof repeats})`);
-  }
+  const { warmup, repeats, settle } = runCounts(options);
   const samples: number[][] = fns.map(() => []);
   const total = warmup + repeats;
   for (let index = 0; index < total; index++) {
     const isWarmup = index < warmup;
     for (const [k, fn] of fns.entries()) {
+      if (!isWarmup) for (let i = 0; i < settle; i++) await fn({ index, warmup: true, last: false });
       const t0 = performance.now();
       const own = await fn({ index, warmup: isWarmup, last: index === total - 1 });
       const wall = performance.now() - t0;

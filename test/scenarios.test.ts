@@ -129,6 +129,17 @@ describe('bench/stats', () => {
     expect(a!.samples).toEqual([2, 3]);
     expect(b!.samples).toEqual([11, 12]);
   });
+  it('measureInterleaved with settle runs each variant untimed right before each measured run', async () => {
+    const order: string[] = [];
+    const [a, b] = await measureInterleaved(
+      [({ index, warmup }) => (order.push(`a${index}${warmup ? 'w' : ''}`), 1 + index), ({ index, warmup }) => (order.push(`b${index}${warmup ? 'w' : ''}`), 10 + index)],
+      { warmup: 1, repeats: 2, settle: 1 },
+    );
+    expect(order).toEqual(['a0w', 'b0w', 'a1w', 'a1', 'b1w', 'b1', 'a2w', 'a2', 'b2w', 'b2']);
+    expect(a!.samples).toEqual([2, 3]);
+    expect(b!.samples).toEqual([11, 12]);
+    await expect(measureInterleaved([() => {}], { settle: -1 })).rejects.toThrow(/`settle`/);
+  });
   it('median of even and odd counts; timing needs a sample', () => {
     expect(median([3, 1, 2])).toBe(2);
     expect(median([4, 1, 3, 2])).toBe(2.5);

@@ -5,7 +5,7 @@
  */
 import type { Context, ContextOptions } from '../../src/index';
 import type { Progress } from '../schema';
-import { median } from '../stats';
+import { measureInterleaved, median, type RunInfo } from '../stats';
 import type { Check } from '../scenarios/common';
 
 export const MiB = 1024 * 1024;
@@ -112,9 +112,9 @@ export function skippedMetric(ctx: Context, id: string, name: string, unit: stri
 }
 
 /**
- * Runs the named variants `repeats` times each, interleaved (a, b, c, a, b, c, ...) after one
- * warm-up round, so drift (clocks, other load) hits every variant alike. A variant's sample is
- * what it resolves to (ms). Returns the samples per variant.
+ * {@link measureInterleaved} over named variants: `repeats` rounds, interleaved (a, b, c, a, b, c,
+ * ...) after `warmup` rounds, so drift (clocks, other load) hits every variant alike. A variant's
+ * sample is what it resolves to (ms). Returns the samples per variant.
  *
  * `settle` untimed runs of a variant go right before each of its timed runs (called with
  * `warmup: true`): a pipeline that starts right after another variant moved hundreds of MiB
@@ -129,15 +129,11 @@ export async function interleaved<K extends string>(
   settle = 0,
 ): Promise<Record<K, number[]>> {
   const keys = Object.keys(variants) as K[];
-  const out = Object.fromEntries(keys.map((k) => [k, [] as number[]])) as Record<K, number[]>;
-  for (let r = 0; r < warmup + repeats; r++) {
-    for (const k of keys) {
-      if (r >= warmup) for (let i = 0; i < settle; i++) await variants[k]({ last: false, warmup: true });
-      const t = await variants[k]({ last: r === warmup + repeats - 1, warmup: r < warmup });
-      if (r >= warmup) out[k].push(t);
-    }
-  }
-  return out;
+  const timings = await measureInterleaved(
+    keys.map((k) => ({ last, warmup: w }: RunInfo) => variants[k]({ last, warmup: w })),
+    { repeats, warmup, settle },
+  );
+  return Object.fromEntries(keys.map((k, i) => [k, timings[i]!.samples])) as Record<K, number[]>;
 }
 
 export { median };
