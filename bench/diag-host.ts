@@ -192,7 +192,7 @@ async function main(): Promise<void> {
     for (const batch of values.batch!.split(',').map(Number)) {
       const plan = withBatch(makePlan(n, c, ring, iterations), batch, batch > 1 ? Math.max(ring, 2 * batch) : ring);
       const lib = new LibPipeline(ctx, plan, 'lib');
-      const raw: RawPipeline | null = new RawPipeline(ctx, plan);
+      const raw = new RawPipeline(ctx, plan);
       const host = new LibPipeline(ctx, plan, 'host');
       console.log(`\norder per repeat: ${values.order}`);
       const libT: number[] = [];
@@ -202,46 +202,34 @@ async function main(): Promise<void> {
       const libCalls: Record<string, { ms: number; calls: number }>[] = [];
       const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
       const libStats: (typeof lib.stats)[] = [];
-      // One repeat runs the variants in --order (default lib,raw,sync,host): a variant that follows
-      // host-only work starts on a GPU that sat idle.
+      // One repeat runs the variants in --order (default lib,raw,sync,host): what ran before a
+      // pipeline changes how its first chunks go (BENCHMARKS.md, "after a switch").
       const order = values.order!.split(',');
-      const starts: Record<string, number> = {};
       const runs: { name: string; start: number; rows: number[][] }[] = [];
       let prev = order[order.length - 1]!;
-      for (let r = 0; r <= repeats; r++) {
-        if (r === repeats) {
-          lib.timeline = [];
-          if (raw) raw.timeline = [];
+      /** One run of the library or raw pipeline: timed and profiled after the warm-up repeat; the last one checked, its timeline kept. */
+      const runPipe = async (name: 'lib' | 'raw', pipe: LibPipeline | RawPipeline, times: number[], calls: Record<string, { ms: number; calls: number }>[], r: number): Promise<void> => {
+        const last = r === repeats;
+        pipe.timeline = last ? [] : null;
+        const start = performance.now();
+        const a = snapshot(acc);
+        const t = await pipe.run(src, out);
+        if (r > 0) {
+          times.push(t);
+          calls.push(diff(a, acc));
+          if (pipe instanceof LibPipeline) libStats.push(pipe.stats);
         }
+        if (last) {
+          const chk = checkPipelineOutput(name, out, src, n, iterations, cache);
+          if (!chk.ok) throw new Error(chk.mismatch);
+          runs.push({ name: `${name} after ${prev}`, start, rows: (pipe.timeline ?? []).map((x) => [...x]) });
+        }
+      };
+      for (let r = 0; r <= repeats; r++) {
         for (const v of order) {
-          if (v === 'lib') {
-            if (r === repeats) starts['lib'] = performance.now();
-            const a = snapshot(acc);
-            const tl = await lib.run(src, out);
-            if (r > 0) {
-              libT.push(tl);
-              libCalls.push(diff(a, acc));
-              libStats.push(lib.stats);
-            }
-            if (r === repeats) {
-              const chk = checkPipelineOutput('lib', out, src, n, iterations, cache);
-              if (!chk.ok) throw new Error(chk.mismatch);
-              runs.push({ name: `lib after ${prev}`, start: starts['lib']!, rows: (lib.timeline ?? []).map((x) => [...x]) });
-            }
-          } else if (v === 'raw' && raw) {
-            if (r === repeats) starts['raw'] = performance.now();
-            const a = snapshot(acc);
-            const tr = await raw.run(src, out);
-            if (r > 0) {
-              rawT.push(tr);
-              rawCalls.push(diff(a, acc));
-            }
-            if (r === repeats) {
-              const chk = checkPipelineOutput('raw', out, src, n, iterations, cache);
-              if (!chk.ok) throw new Error(chk.mismatch);
-              runs.push({ name: `raw after ${prev}`, start: starts['raw']!, rows: (raw.timeline ?? []).map((x) => [...x]) });
-            }
-          } else if (v === 'sync') {
+          if (v === 'lib') await runPipe('lib', lib, libT, libCalls, r);
+          else if (v === 'raw') await runPipe('raw', raw, rawT, rawCalls, r);
+          else if (v === 'sync') {
             const s = await sync.run(src, out);
             if (r > 0) syncT.push(s.total);
           } else if (v === 'host') {
@@ -286,7 +274,7 @@ async function main(): Promise<void> {
       console.log(`\n== ${plan.label}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
       console.log('lib host stats (ms):', JSON.stringify(row.libStats, (_, v: unknown) => (typeof v === 'number' ? +v.toFixed(3) : v)));
       console.log('lib Dawn calls per run:', row.libDawn);
-      if (raw) console.log('raw Dawn calls per run:', row.rawDawn);
+      console.log('raw Dawn calls per run:', row.rawDawn);
       const f = (x: number): string => x.toFixed(2).padStart(7);
       console.log('timelines of the last repeat, ms from each run start: chunk: slot free, filled, flushed/submitted');
       for (const run of runs) {
@@ -296,7 +284,7 @@ async function main(): Promise<void> {
       row.timelines = Object.fromEntries(runs.map((x) => [x.name, x.rows]));
       await lib.destroy();
       await host.destroy();
-      await raw?.destroy();
+      await raw.destroy();
     }
   }
   result['pipeline'] = rows;
