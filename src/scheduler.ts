@@ -320,8 +320,7 @@ export class Scheduler {
         break;
       }
       case 'copy':
-        if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, p.dst, p.dstOffset, p.size));
-        else enc.copyBufferToBuffer(p.src, p.srcOffset, p.dst, p.dstOffset, p.size);
+        this.#copy(b, op, timed, p.src, p.srcOffset, p.dst, p.dstOffset, p.size);
         break;
       case 'upload': {
         if (p.pinned) {
@@ -330,14 +329,11 @@ export class Scheduler {
           let uses = b.pinnedUploads.get(p.pinned);
           if (!uses) b.pinnedUploads.set(p.pinned, (uses = []));
           uses.push(op);
-          const src = p.pinned.buffer;
-          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(src, p.srcOffset, p.dst, p.dstOffset, p.size));
-          else enc.copyBufferToBuffer(src, p.srcOffset, p.dst, p.dstOffset, p.size);
+          this.#copy(b, op, timed, p.pinned.buffer, p.srcOffset, p.dst, p.dstOffset, p.size);
         } else {
           const staging = p.staging!;
           b.stagingUploads.push(staging);
-          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(staging, 0, p.dst, p.dstOffset, p.size));
-          else enc.copyBufferToBuffer(staging, 0, p.dst, p.dstOffset, p.size);
+          this.#copy(b, op, timed, staging, 0, p.dst, p.dstOffset, p.size);
         }
         break;
       }
@@ -349,16 +345,12 @@ export class Scheduler {
           if (!list) b.pinnedDownloads.set(p.pinned, (list = []));
           list.push(op);
           op.pendingParts++;
-          const dst = p.pinned.buffer;
-          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, dst, p.dstOffset, p.size));
-          else enc.copyBufferToBuffer(p.src, p.srcOffset, dst, p.dstOffset, p.size);
+          this.#copy(b, op, timed, p.src, p.srcOffset, p.pinned.buffer, p.dstOffset, p.size);
         } else {
           p.readback = this.staging.acquireReadback(p.size, op.name);
           b.readbacks.push(op);
           op.pendingParts++;
-          const rb = p.readback;
-          if (timed) this.#timedCopy(b, op, timed, () => enc.copyBufferToBuffer(p.src, p.srcOffset, rb, 0, p.size));
-          else enc.copyBufferToBuffer(p.src, p.srcOffset, rb, 0, p.size);
+          this.#copy(b, op, timed, p.src, p.srcOffset, p.readback, 0, p.size);
         }
         break;
       }
@@ -399,12 +391,12 @@ export class Scheduler {
     return { querySet: b.ts!.querySet, beginningOfPassWriteIndex: index, endOfPassWriteIndex: index + 1 };
   }
 
-  /** A copy between two empty timestamp passes, when GPU tracing is on. */
-  #timedCopy(b: Batch, op: Op, timed: boolean, copy: () => void): void {
-    if (!timed || b.queries + 2 > QUERIES_PER_BATCH) return copy();
+  /** Encodes a copy; between two empty timestamp passes when GPU tracing is on. */
+  #copy(b: Batch, op: Op, timed: boolean, src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
+    if (!timed || b.queries + 2 > QUERIES_PER_BATCH) return b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
     const index = this.#allocQueries(b, 2);
     b.encoder.beginComputePass({ label: `${op.name} begin`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
-    copy();
+    b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
     b.encoder.beginComputePass({ label: `${op.name} end`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index + 1 } }).end();
     b.timed.push({ op, begin: index, end: index + 1 });
     op.pendingParts++;
