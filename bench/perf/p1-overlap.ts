@@ -152,8 +152,7 @@ export const overlapGroup: PerfGroup = {
       const outSync = new Float32Array(n);
       const outOvl = new Float32Array(n);
       const sync = new SyncPass(ctx, n, 1);
-      const pipes: LibPipeline[] = [];
-      let rawPipe: RawPipeline | null = null;
+      const pipes: (LibPipeline | RawPipeline)[] = [];
       try {
         // --- balance host and GPU work (kernel iterations) with a mid-size chunk plan.
         progress(`P1 ${sizeText(bytes)}: balancing host and GPU work`, frac);
@@ -230,7 +229,8 @@ export const overlapGroup: PerfGroup = {
         const plan = best.plan;
         const ovl = new LibPipeline(ctx, plan, 'ovl');
         pipes.push(ovl);
-        const rawP = (rawPipe = new RawPipeline(ctx, plan));
+        const rawP = new RawPipeline(ctx, plan);
+        pipes.push(rawP);
 
         // --- measured: sync, overlapped, host alone, GPU alone, interleaved.
         progress(`P1 ${sizeText(bytes)}: measuring (${plan.label})`, frac + 0.5 / sizes.length);
@@ -318,7 +318,6 @@ export const overlapGroup: PerfGroup = {
         });
       } finally {
         for (const pipe of pipes) await pipe.destroy();
-        await rawPipe?.destroy();
         await sync.destroy();
       }
       lastCost = performance.now() - tSize;

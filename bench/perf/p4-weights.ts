@@ -173,7 +173,6 @@ export const weightsGroup: PerfGroup = {
       iterations = 1;
       await computeOnly();
       const c1ms = Math.min(await computeOnly(), await computeOnly());
-      const c1Fixed = c1ms;
       const want = loadMs * p.computeOverLoad;
       if (c1ms < want) {
         // (Where even 1 iteration computes longer than the loads take, there is nothing to tune.)
@@ -241,7 +240,7 @@ export const weightsGroup: PerfGroup = {
       let samples = await measure();
       // compute(it) = a + b * it: refit b from the last two measured points (the fixed part, the
       // vector add and the memory passes, makes a proportional scaling fall short).
-      let prev: [number, number] = [1, c1Fixed];
+      let prev: [number, number] = [1, c1ms];
       for (let attempt = 0; attempt < 2 && median(samples.compute) < median(samples.load) && iterations < p.maxIterations; attempt++) {
         const was = iterations;
         const cWas = median(samples.compute);
