@@ -6,7 +6,7 @@
  *
  * Reproduce a failure with the seed from its message: `SCENARIO_SEED=1234 npx vitest run test/scenarios.test.ts`.
  */
-import { existsSync } from 'node:fs';
+import './gpu'; // points the Vulkan loader at SwiftShader when there is no GPU
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { ScenarioResult, Span, SuiteResult } from '../bench/schema';
@@ -20,8 +20,6 @@ import { sleepStreams } from '../bench/scenarios/sleep-streams';
 import { weightLoading } from '../bench/scenarios/weight-loading';
 import type { Context } from '../src/index';
 
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
 
 const { createNodeContext } = await import('../src/node');
 

@@ -8,7 +8,7 @@
  * Reproduce a failure with the seed from its message: `SHADER_TEST_SEED=1234 npx vitest run
  * test/shaders.test.ts`.
  */
-import { existsSync } from 'node:fs';
+import './gpu'; // points the Vulkan loader at SwiftShader when there is no GPU
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { create, globals } from 'webgpu';
 
@@ -33,10 +33,6 @@ import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
 // ---------------------------------------------------------------------------------------------
 // Device setup: one device for the whole file.
 
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD)) {
-  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-}
 Object.assign(globalThis, globals);
 
 // Held at module scope for the whole file: when this object is garbage-collected while a device
