@@ -5,7 +5,10 @@
  * waiting. Also host copy bandwidth by copy size (JS to JS, JS into a mapped upload buffer, a mapped
  * read-back buffer into JS), since large copies can take another path in the C library's memcpy.
  *
- *   node dist/cli/diag-host.mjs [--mib 64] [--chunks 8,16,32] [--ring 4] [--repeats 5] [--out DIR]
+ *   node dist/cli/diag-host.mjs [--mib 64] [--chunks 8,16,32] [--ring 4] [--batch 1,2] [--ramp 0]
+ *     [--repeats 5] [--order lib,raw,sync,host] [--out DIR]
+ *
+ * `--ramp L` cuts the first and last chunk into pieces down to 1/2^L, as P1's ramped plans do.
  *
  * Writes diag-host.json to --out when given.
  */
@@ -15,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { chooseVulkanDriver } from './vulkan';
 import { createNodeContext, type Context } from '../src/node';
 import { BufferUsage, MapMode } from '../src/index';
-import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
+import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, planText, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
 import { median, num, randomF32 } from './perf/common';
 
 const MiB = 1024 * 1024;
@@ -131,6 +134,7 @@ async function main(): Promise<void> {
       chunks: { type: 'string', default: '8,16,32' },
       ring: { type: 'string', default: '4' },
       batch: { type: 'string', default: '1' },
+      ramp: { type: 'string', default: '0' },
       repeats: { type: 'string', default: '5' },
       iterations: { type: 'string', default: '0' },
       copyTotal: { type: 'string', default: '256' },
@@ -190,7 +194,7 @@ async function main(): Promise<void> {
   const rows: Record<string, unknown>[] = [];
   for (const c of values.chunks!.split(',').map(Number)) {
     for (const batch of values.batch!.split(',').map(Number)) {
-      const plan = withBatch(makePlan(n, c, ring, iterations), batch, batch > 1 ? Math.max(ring, 2 * batch) : ring);
+      const plan = withBatch(makePlan(n, c, ring, iterations, Number(values.ramp)), batch, batch > 1 ? Math.max(ring, 2 * batch) : ring);
       const lib = new LibPipeline(ctx, plan, 'lib');
       const raw = new RawPipeline(ctx, plan);
       const host = new LibPipeline(ctx, plan, 'host');
@@ -256,7 +260,7 @@ async function main(): Promise<void> {
       const med = (xs: number[]): number => (xs.length ? median(xs) : Number.NaN);
       const st = (k: keyof (typeof lib.stats)): number => med(libStats.map((x) => x[k]));
       const row = {
-        plan: plan.label,
+        plan: planText(plan),
         iterations,
         syncMs: med(syncT),
         hostMs: med(hostT),
@@ -271,7 +275,7 @@ async function main(): Promise<void> {
         timelines: {} as Record<string, number[][]>,
       };
       rows.push(row);
-      console.log(`\n== ${plan.label}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
+      console.log(`\n== ${planText(plan)}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
       console.log('lib host stats (ms):', JSON.stringify(row.libStats, (_, v: unknown) => (typeof v === 'number' ? +v.toFixed(3) : v)));
       console.log('lib Dawn calls per run:', row.libDawn);
       console.log('raw Dawn calls per run:', row.rawDawn);

@@ -40,7 +40,7 @@ describe('diagnostics', () => {
     expect(run.stdout).toMatch(/- lib after sync/);
     expect(run.stdout).toMatch(/- raw after lib/);
     const json = JSON.parse(readFileSync(join(out, 'diag-host.json'), 'utf8')) as { pipeline: { plan: string; timelines: Record<string, number[][]>; libDawn: Record<string, string> }[] };
-    expect(json.pipeline.map((r) => r.plan)).toEqual(['4 x 256 KiB', '4 x 256 KiB, 2 per submit, ring 4']);
+    expect(json.pipeline.map((r) => r.plan)).toEqual(['4 x 256 KiB, ring 4', '4 x 256 KiB, 2 per submit, ring 4']);
     const tl = json.pipeline[0]!.timelines['lib after sync']!;
     expect(tl).toHaveLength(4);
     // Per chunk: slot free <= filled <= flushed, and chunks in order.

@@ -7,7 +7,7 @@
 import type { Context } from '../../src/index';
 import type { ContextFactory, PerfTable } from './common';
 import { median, num, round } from './common';
-import { LibPipeline, makePlan, withBatch } from './pipeline';
+import { LibPipeline, makePlan, planText, withBatch } from './pipeline';
 
 export async function traceDiagnosis(
   factory: ContextFactory,
@@ -54,7 +54,7 @@ export async function traceDiagnosis(
         const first = bs[0];
         const last = bs[bs.length - 1];
         rows.push([
-          plan.label,
+          planText(plan),
           round(wall, 3),
           bs.length,
           round(busy.reduce((a, b) => a + b, 0), 3),

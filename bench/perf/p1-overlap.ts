@@ -24,7 +24,7 @@ import {
   type PerfTable,
 } from './common';
 import { traceDiagnosis } from './p1-diag';
-import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, type ChunkPlan, type RunStats } from './pipeline';
+import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, planText, type ChunkPlan, type RunStats } from './pipeline';
 
 interface Params {
   sizes: number[];
@@ -212,11 +212,11 @@ export const overlapGroup: PerfGroup = {
             const plan = withBatch(makePlan(n, c, p.ring, iterations, ramp), d.batch, d.ring, d.edges);
             if (ramp > 0 && plan.chunks.length === c) continue; // too small to ramp
             if (d.batch > 1 && plan.chunks.length < 2 * d.batch) continue;
-            progress(`P1 ${sizeText(bytes)}: trying ${plan.label}`, frac);
+            progress(`P1 ${sizeText(bytes)}: trying ${planText(plan)}`, frac);
             const pipe = new LibPipeline(ctx, plan, 'try');
             try {
               const ms = await minOf(2, () => pipe.run(input, outOvl));
-              tried.push(`${plan.label}: ${num(ms)} ms`);
+              tried.push(`${planText(plan)}: ${num(ms)} ms`);
               if (ms < best.ms) best = { plan, ms };
             } finally {
               await pipe.destroy();
@@ -233,7 +233,7 @@ export const overlapGroup: PerfGroup = {
         pipes.push(rawP);
 
         // --- measured: sync, overlapped, host alone, GPU alone, interleaved.
-        progress(`P1 ${sizeText(bytes)}: measuring (${plan.label})`, frac + 0.5 / sizes.length);
+        progress(`P1 ${sizeText(bytes)}: measuring (${planText(plan)})`, frac + 0.5 / sizes.length);
         const phases: { fill: number; gpu: number; read: number }[] = [];
         const ovlStats: RunStats[] = [];
         let gpuMethod = 'wall';
@@ -336,7 +336,7 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.rawEfficiency`] = round(r.rawEfficiency);
       figures[`${k}.hostMs`] = round(r.host);
       figures[`${k}.gpuMs`] = round(r.gpu);
-      figures[`${k}.chunks`] = r.plan.label;
+      figures[`${k}.chunks`] = planText(r.plan);
       figures[`${k}.iterations`] = r.plan.iterations;
       figures[`${k}.tuning`] = r.tuning;
       figures[`${k}.diag`] = r.diag;
@@ -356,7 +356,7 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${r.plan.label}, ring ${r.plan.ring}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${num(r.rawEfficiency)})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${num(r.rawEfficiency)})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
@@ -450,7 +450,7 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
     columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'raw WebGPU ms', 'raw efficiency', 'sync ms/GiB', 'overlapped ms/GiB'],
     rows: rows.map((r) => [
       sizeText(r.bytes),
-      r.plan.label,
+      planText(r.plan),
       r.plan.iterations,
       round(r.sync, 3),
       round(r.ovl, 3),

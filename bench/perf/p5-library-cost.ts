@@ -26,7 +26,7 @@ import {
   type PerfOptions,
 } from './common';
 import { OpBench, type OpCost } from './ops';
-import { balanceIterations, checkPipelineOutput, LibPipeline, makePlan, RawPipeline, type ChunkPlan } from './pipeline';
+import { balanceIterations, checkPipelineOutput, LibPipeline, makePlan, planText, RawPipeline, type ChunkPlan } from './pipeline';
 
 interface Params {
   bytes: number;
@@ -104,13 +104,13 @@ export const libraryCostGroup: PerfGroup = {
             target: `<= ${TARGET_P5.toFixed(2)}`,
             meets: tLib / tRaw <= TARGET_P5,
             detail:
-              `${sizeText(bytes)} in ${plan.label}, ring ${plan.ring}, ${plan.iterations} iterations (${bal.note}): ` +
+              `${sizeText(bytes)} in ${planText(plan)}, ${plan.iterations} iterations (${bal.note}): ` +
               `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)` +
               (chunkCost ? `; host time per chunk (enqueue + flush vs encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us` : ''),
             figures: {
               seed,
               bytes,
-              chunks: plan.label,
+              chunks: planText(plan),
               ring: plan.ring,
               iterations: plan.iterations,
               libMs: round(tLib),

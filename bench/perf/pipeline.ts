@@ -51,7 +51,12 @@ export interface ChunkPlan {
 export function withBatch(plan: ChunkPlan, batch: number, ring: number, edges = false): ChunkPlan {
   if (batch <= 1 && ring === plan.ring) return plan;
   const e = edges && batch > 1;
-  return { ...plan, chunks: [...plan.chunks], ring, batch, edges: e, label: `${plan.label}${batch > 1 ? `, ${batch} per submit${e ? ' (single at the ends)' : ''}` : ''}, ring ${ring}` };
+  return { ...plan, chunks: [...plan.chunks], ring, batch, edges: e, label: `${plan.label}${batch > 1 ? `, ${batch} per submit${e ? ' (single at the ends)' : ''}` : ''}` };
+}
+
+/** The plan in words, ring included: `64 x 16 MiB, ends ramped to 2 MiB, 2 per submit, ring 6`. */
+export function planText(plan: ChunkPlan): string {
+  return `${plan.label}, ring ${plan.ring}`;
 }
 
 /** Chunk groups [start, end) that go out one flush each. */
