@@ -20,6 +20,7 @@ import { createNodeContext, type Context } from '../src/node';
 import { BufferUsage, MapMode } from '../src/index';
 import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, planText, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
 import { median, num, randomF32 } from './perf/common';
+import { GcLog, type GcCounts } from './gc';
 
 const MiB = 1024 * 1024;
 
@@ -168,6 +169,7 @@ async function main(): Promise<void> {
   }
 
   const acc = installProfiler(ctx);
+  const gc = new GcLog();
   const src = randomF32(11, n);
   const out = new Float32Array(n);
   // Iterations: as given, else about 1/2 of the host time's worth from a quick fit.
@@ -206,6 +208,7 @@ async function main(): Promise<void> {
       const libCalls: Record<string, { ms: number; calls: number }>[] = [];
       const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
       const libStats: (typeof lib.stats)[] = [];
+      const spans: Record<'lib' | 'raw', [number, number][]> = { lib: [], raw: [] };
       // One repeat runs the variants in --order (default lib,raw,sync,host): what ran before a
       // pipeline changes how its first chunks go (BENCHMARKS.md, "after a switch").
       const order = values.order!.split(',');
@@ -219,6 +222,7 @@ async function main(): Promise<void> {
         const a = snapshot(acc);
         const t = await pipe.run(src, out);
         if (r > 0) {
+          spans[name].push([start, performance.now()]);
           times.push(t);
           calls.push(diff(a, acc));
           if (pipe instanceof LibPipeline) libStats.push(pipe.stats);
@@ -258,6 +262,12 @@ async function main(): Promise<void> {
         return o;
       };
       const med = (xs: number[]): number => (xs.length ? median(xs) : Number.NaN);
+      await GcLog.settle();
+      const gcOf = (name: 'lib' | 'raw'): string => {
+        const per = spans[name].map(([a, b]) => gc.between(a, b)).filter((x): x is GcCounts => x !== null);
+        if (!per.length) return 'not reported here';
+        return `${per.map((x) => x.major).join('/')} major, ${per.map((x) => x.minor).join('/')} minor, ${per.map((x) => num(x.ms)).join('/')} ms paused, per timed run`;
+      };
       const st = (k: keyof (typeof lib.stats)): number => med(libStats.map((x) => x[k]));
       const row = {
         plan: planText(plan),
@@ -270,6 +280,8 @@ async function main(): Promise<void> {
         libSamples: libT.map(num).join('/'),
         rawSamples: rawT.map(num).join('/'),
         libStats: { waitDown: st('waitDown'), waitUp: st('waitUp'), fill: st('fill'), read: st('read'), enqueue: st('enqueue'), flush: st('flush'), waits: st('waits'), submits: st('submits') },
+        libGc: gcOf('lib'),
+        rawGc: gcOf('raw'),
         libDawn: medCalls(libCalls),
         rawDawn: medCalls(rawCalls),
         timelines: {} as Record<string, number[][]>,
@@ -277,10 +289,11 @@ async function main(): Promise<void> {
       rows.push(row);
       console.log(`\n== ${planText(plan)}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
       console.log('lib host stats (ms):', JSON.stringify(row.libStats, (_, v: unknown) => (typeof v === 'number' ? +v.toFixed(3) : v)));
+      console.log(`GCs: lib ${row.libGc}; raw ${row.rawGc}`);
       console.log('lib Dawn calls per run:', row.libDawn);
       console.log('raw Dawn calls per run:', row.rawDawn);
       const f = (x: number): string => x.toFixed(2).padStart(7);
-      console.log('timelines of the last repeat, ms from each run start: chunk: slot free, filled, flushed/submitted');
+      console.log('timelines of the last repeat, ms from each run start: chunk: slot ready (its maps done), read out + filled, flushed/submitted');
       for (const run of runs) {
         console.log(`- ${run.name} (started ${num(run.start)} ms after process start, as --trace-gc counts)`);
         for (const t of run.rows) console.log(`  ${String(t[0]).padStart(3)} ${f(t[1]!)} ${f(t[2]!)} ${f(t[3]!)}`);
@@ -292,6 +305,7 @@ async function main(): Promise<void> {
     }
   }
   result['pipeline'] = rows;
+  gc.stop();
   await sync.destroy();
   if (values.out) writeFileSync(join(values.out, 'diag-host.json'), JSON.stringify(result, null, 1));
   ctx.destroy();

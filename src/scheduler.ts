@@ -164,8 +164,16 @@ export class Scheduler {
     for (const d of deps) if (!d.done) d.dependents.push(op);
     for (const b of buffers) b.retain();
     const pinned = op.pinned;
+    const prev = q.tail;
     if (pinned) pinned.claim(op);
     q.pending.push(op);
+    // Hand the mapping back now, not at the flush, when nothing can use the views before this op
+    // runs: it is the buffer's only claimant, nothing of its stream waits ahead of it, and no host
+    // function of its stream is pending or running (which could open a window to fill it). Each
+    // mapped range is an ArrayBuffer that V8 counts as external memory while attached; detaching
+    // it early keeps a pipeline's attached ranges below V8's 64 MiB trigger for a GC
+    // (BENCHMARKS.md, "Mapped ranges and V8's GC").
+    if (pinned && pinned.claims === 1 && q.head === q.pending.length - 1 && !(prev && !prev.done && prev.kind === 'hostFn')) pinned.unmapForGpu();
     q.tail = op;
     q.active++;
     this.#busy.add(q);

@@ -36,7 +36,7 @@ describe('diagnostics', () => {
     });
     expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toMatch(/host copy bandwidth by piece size/);
-    expect(run.stdout).toMatch(/== 4 x 256 KiB: sync [\d.]+ ms/);
+    expect(run.stdout).toMatch(/== 4 x 256 KiB, ring 4: sync [\d.]+ ms/);
     expect(run.stdout).toMatch(/- lib after sync/);
     expect(run.stdout).toMatch(/- raw after lib/);
     const json = JSON.parse(readFileSync(join(out, 'diag-host.json'), 'utf8')) as { pipeline: { plan: string; timelines: Record<string, number[][]>; libDawn: Record<string, string> }[] };

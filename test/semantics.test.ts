@@ -394,6 +394,46 @@ describe('pinned buffers', () => {
     await s.synchronize();
   });
 
+  it('enqueuing hands the mapped range back at once when nothing ahead can use it; a host function ahead keeps it', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const a = r.f32Array(256);
+    const b = r.f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'eager-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'eager-down' });
+    const d = ctx.alloc(1024);
+    const s = ctx.createStream({ label: 'eager' });
+    const s2 = ctx.createStream({ label: 'eager-2', nonBlocking: true });
+    // Nothing ahead: the range is detached at the enqueue (V8 stops counting it), not at the flush.
+    const held = up.f32;
+    held.set(a);
+    s.upload(up, d);
+    expect(held.length).toBe(0);
+    const out = new Float32Array(256);
+    s.download(d, out);
+    // A second stream reads the same buffer: both uses see the same bytes.
+    const d2 = ctx.alloc(1024);
+    s2.upload(up, d2);
+    s2.download(d2, down);
+    await ctx.synchronize();
+    expect(firstMismatch(out, a), `seed ${seed}`).toBeNull();
+    expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
+    // A host function ahead on the stream may still fill it: the mapping stays until it ran.
+    await up.ready();
+    const gateOpen = gate();
+    const view = up.f32;
+    s.hostFn(async () => {
+      await gateOpen.wait;
+      up.f32.set(b);
+    });
+    s.upload(up, d);
+    expect(view.length).toBe(256);
+    s.download(d, out);
+    gateOpen.open();
+    await s.synchronize();
+    expect(firstMismatch(out, b), `seed ${seed}`).toBeNull();
+  });
+
   it('a pinned buffer of the wrong kind is refused', () => {
     const s = ctx.createStream();
     const down = ctx.allocHost(64, 'download');

@@ -24,6 +24,7 @@ import {
   type PerfTable,
 } from './common';
 import { traceDiagnosis } from './p1-diag';
+import { GcLog, type GcCounts } from '../gc';
 import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, planText, type ChunkPlan, type RunStats } from './pipeline';
 
 interface Params {
@@ -126,6 +127,7 @@ export const overlapGroup: PerfGroup = {
       return { metrics: [skippedMetric(ctx, 'P1', 'chunked pipeline overlap efficiency', 'ratio', `>= ${TARGET_P1.toFixed(2)}`, `maxBufferSize ${cap} is below the smallest size`)], tables: [] };
     }
     const tStart = performance.now();
+    const gcLog = new GcLog();
     const maxN = sizes[sizes.length - 1]! / 4;
     progress('P1: random input', 0);
     const src = randomF32(seed, maxN);
@@ -239,6 +241,7 @@ export const overlapGroup: PerfGroup = {
         let gpuMethod = 'wall';
         const cache = new Map<number, number>();
         const label = sizeText(bytes);
+        const gcSpans: Record<'ovl' | 'raw', [number, number][]> = { ovl: [], raw: [] };
         // Each variant's last measured run is checked right after it (outside its timed part).
         const samples = await interleaved(
           {
@@ -249,16 +252,20 @@ export const overlapGroup: PerfGroup = {
               if (last) checks.push(checkPipelineOutput(`${label} sync`, outSync, input, n, iterations, cache));
               return r.total;
             },
-            ovl: async ({ last }) => {
+            ovl: async ({ last, warmup }) => {
               if (last) outOvl.fill(Number.NaN);
+              const t0 = performance.now();
               const ms = await ovl.run(input, outOvl);
+              if (!warmup) gcSpans.ovl.push([t0, performance.now()]);
               ovlStats.push(ovl.stats);
               if (last) checks.push(checkPipelineOutput(`${label} overlapped`, outOvl, input, n, iterations, cache));
               return ms;
             },
-            raw: async ({ last }) => {
+            raw: async ({ last, warmup }) => {
               if (last) outOvl.fill(Number.NaN);
+              const t0 = performance.now();
               const ms = await rawP.run(input, outOvl);
+              if (!warmup) gcSpans.raw.push([t0, performance.now()]);
               if (last) checks.push(checkPipelineOutput(`${label} raw WebGPU`, outOvl, input, n, iterations, cache));
               return ms;
             },
@@ -287,8 +294,14 @@ export const overlapGroup: PerfGroup = {
         );
 
         const statMed = (k: keyof RunStats): number => median(ovlStats.slice(1).map((x) => x[k]));
+        await GcLog.settle();
+        const gcText = (k: 'ovl' | 'raw'): string => {
+          const per = gcSpans[k].map(([a, b]) => gcLog.between(a, b)).filter((x): x is GcCounts => x !== null);
+          return per.length ? `${k} ${per.map((x) => x.major).join('/')} major + ${per.map((x) => x.minor).join('/')} minor (${per.map((x) => num(x.ms)).join('/')} ms)` : `${k} not reported`;
+        };
         const diag =
           `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, raw ${samples.raw.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
+          `GCs per timed run: ${gcText('ovl')}, ${gcText('raw')}; ` +
           `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}`;
         const tSync = median(samples.sync);
         const tOvl = median(samples.ovl);
@@ -324,6 +337,7 @@ export const overlapGroup: PerfGroup = {
       lastBytes = bytes;
     }
 
+    gcLog.stop();
     const effs = rows.map((r) => r.efficiency);
     const worst = effs.some((e) => Number.isNaN(e)) ? Number.NaN : Math.min(...effs);
     const figures: Record<string, number | string> = { seed };

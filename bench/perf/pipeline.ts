@@ -36,8 +36,8 @@ export interface ChunkPlan {
   label: string;
   /**
    * Chunks filled and enqueued per flush (one submit carries them all). @default 1. The host first
-   * frees the slots of the whole group (reading out their previous results), then fills and
-   * enqueues the group and flushes once, so no wait splits the group's submit.
+   * waits until the slots of the whole group are back, then per chunk reads the slot's previous
+   * result out, fills and enqueues, and flushes once, so no wait splits the group's submit.
    */
   batch?: number;
   /**
@@ -193,14 +193,14 @@ export class LibPipeline {
   stats: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
   /**
    * When set to an array, each `run` fills it with one row per chunk (diagnostics):
-   * [chunk, slot free (previous chunk read out, upload buffer ready), fill done, flushed], ms from the start.
+   * [chunk, slot ready (its download and upload buffers back on the host), previous result read out and chunk filled, flushed], ms from the start.
    */
   timeline: number[][] | null = null;
 
   /**
    * One overlapped pass: src -> out. Returns wall ms. Chunks go in groups of `batch` (one flush
-   * each): the host frees the group's slots (reads out their previous chunks, in order), fills and
-   * enqueues the group, and flushes once.
+   * each): the host waits for the group's slots, then per chunk reads out the slot's previous
+   * result, fills and enqueues, and flushes once.
    */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks, iterations } = this.plan;
@@ -213,10 +213,15 @@ export class LibPipeline {
     if (tl) tl.length = 0;
     const t0 = now();
     for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
-      // Free the group's slots first: no wait between this group's enqueues and its flush.
+      // Wait for the group's slots first: no wait between this group's enqueues and its flush.
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
-        if (slot.pending >= 0) await this.#collect(slot, out, st);
+        if (slot.pending >= 0 && !slot.down.isHostOwned) {
+          const a = now();
+          await slot.down.ready();
+          st.waitDown += now() - a;
+          st.waits++;
+        }
         if (!slot.up.isHostOwned) {
           const a = now();
           await slot.up.ready();
@@ -225,11 +230,20 @@ export class LibPipeline {
         }
         if (tl) tl[k] = [k, now() - t0, 0, 0];
       }
+      // Then per chunk: read the slot's previous result out, fill, enqueue. Enqueuing hands both
+      // mapped ranges back at once, so at most two are attached at a time (V8 counts each as
+      // external memory, and a GC starts when that grows by 64 MiB: BENCHMARKS.md).
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;
         const off = this.offsets[k]!;
         let a = now();
+        if (slot.pending >= 0) {
+          this.#readOut(slot, out);
+          const r = now();
+          st.read += r - a;
+          a = r;
+        }
         slot.up.f32.set(src.subarray(off, off + ce));
         let b = now();
         st.fill += b - a;
@@ -463,11 +477,9 @@ export class RawPipeline {
     for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
-        if (slot.pending >= 0) await readOut(slot);
-        if (slot.upMap) {
-          await slot.upMap;
-          slot.upMap = null;
-        }
+        await slot.downMap;
+        await slot.upMap;
+        slot.upMap = null;
         if (tl) tl[k] = [k, performance.now() - t0, 0, 0];
       }
       const enc = device.createCommandEncoder();
@@ -476,6 +488,7 @@ export class RawPipeline {
         const ce = chunks[k]!;
         const off = this.offsets[k]!;
         const cb = ce * 4;
+        if (slot.pending >= 0) await readOut(slot);
         new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
         if (tl) tl[k]![2] = performance.now() - t0;
         slot.up.unmap();
