@@ -28,6 +28,8 @@ export class StreamQueue {
   firstError: StreamError | undefined = undefined;
   /** Ops enqueued and not done. */
   active = 0;
+  /** Host functions enqueued and not done (queued, ordered or running). */
+  hostFnsUndone = 0;
   destroyed = false;
   /** Enqueue sequence of the stream's creation, a tie-break for equal priorities. */
   constructor(
@@ -164,16 +166,15 @@ export class Scheduler {
     for (const d of deps) if (!d.done) d.dependents.push(op);
     for (const b of buffers) b.retain();
     const pinned = op.pinned;
-    const prev = q.tail;
     if (pinned) pinned.claim(op);
+    if (op.kind === 'hostFn') q.hostFnsUndone++;
     q.pending.push(op);
     // Hand the mapping back now, not at the flush, when nothing can use the views before this op
-    // runs: it is the buffer's only claimant, nothing of its stream waits ahead of it, and no host
-    // function of its stream is pending or running (which could open a window to fill it). Each
-    // mapped range is an ArrayBuffer that V8 counts as external memory while attached; detaching
-    // it early keeps a pipeline's attached ranges below V8's 64 MiB trigger for a GC
-    // (BENCHMARKS.md, "Mapped ranges and V8's GC").
-    if (pinned && pinned.claims === 1 && q.head === q.pending.length - 1 && !(prev && !prev.done && prev.kind === 'hostFn')) pinned.unmapForGpu();
+    // runs: it is the buffer's only claimant and no host function of its stream is undone (one
+    // could open a window to fill it, see hostWindow). Each mapped range is an ArrayBuffer that V8
+    // counts as external memory while attached; detaching it early keeps a pipeline's attached
+    // ranges below V8's 64 MiB trigger for a GC (BENCHMARKS.md, "Mapped ranges and V8's GC").
+    if (pinned && pinned.claims === 1 && q.hostFnsUndone === 0) pinned.unmapForGpu();
     q.tail = op;
     q.active++;
     this.#busy.add(q);
@@ -566,6 +567,7 @@ export class Scheduler {
       if (d.error && !op.error) op.error = inherit(op, d);
     }
     op.done = true;
+    if (op.kind === 'hostFn') op.stream.hostFnsUndone--;
     if (this.trace) {
       if (!op.tDone) op.tDone = performance.now();
       this.trace.add(op, this);

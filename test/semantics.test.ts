@@ -411,10 +411,13 @@ describe('pinned buffers', () => {
     expect(held.length).toBe(0);
     const out = new Float32Array(256);
     s.download(d, out);
-    // A second stream reads the same buffer: both uses see the same bytes.
+    // A second stream reads the same buffer: both uses see the same bytes. Its download waits
+    // behind its upload, a GPU op: the download buffer's range is detached at the enqueue too.
     const d2 = ctx.alloc(1024);
+    const heldDown = down.f32;
     s2.upload(up, d2);
     s2.download(d2, down);
+    expect(heldDown.length).toBe(0);
     await ctx.synchronize();
     expect(firstMismatch(out, a), `seed ${seed}`).toBeNull();
     expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
@@ -432,6 +435,16 @@ describe('pinned buffers', () => {
     gateOpen.open();
     await s.synchronize();
     expect(firstMismatch(out, b), `seed ${seed}`).toBeNull();
+    // A host function that threw is done too: the next enqueue detaches at once again.
+    s.hostFn(() => {
+      throw new Error('boom');
+    });
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'HostFnError' });
+    await up.ready();
+    const again = up.f32;
+    s.upload(up, d);
+    expect(again.length).toBe(0);
+    await s.synchronize();
   });
 
   it('a pinned buffer of the wrong kind is refused', () => {
