@@ -293,7 +293,7 @@ async function main(): Promise<void> {
       console.log('lib Dawn calls per run:', row.libDawn);
       console.log('raw Dawn calls per run:', row.rawDawn);
       const f = (x: number): string => x.toFixed(2).padStart(7);
-      console.log('timelines of the last repeat, ms from each run start: chunk: slot ready (its maps done), read out + filled, flushed/submitted');
+      console.log('timelines of the last repeat, ms from each run start: chunk: slot ready (its maps done), filled + previous read out, flushed/submitted');
       for (const run of runs) {
         console.log(`- ${run.name} (started ${num(run.start)} ms after process start, as --trace-gc counts)`);
         for (const t of run.rows) console.log(`  ${String(t[0]).padStart(3)} ${f(t[1]!)} ${f(t[2]!)} ${f(t[3]!)}`);

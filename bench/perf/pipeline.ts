@@ -4,7 +4,7 @@
  * - one synchronous pass (fill one big pinned buffer, upload, kernel, download, read out),
  * - the best overlapped pipeline the library's public API allows: a ring of `ring` slots, each a
  *   stream with its own pinned upload / download buffers and device buffers; chunk k goes to slot
- *   k % ring; before filling chunk k the host reads out chunk k - ring (the slot's previous
+ *   k % ring; right after filling chunk k the host reads out chunk k - ring (the slot's previous
  *   result), so `ring - 1` chunks stay queued on the GPU while the host works, and the host never
  *   waits on a GPU step it does not need,
  * - the same pipeline in raw WebGPU (no library): the same ring, one submit per chunk, two
@@ -36,8 +36,8 @@ export interface ChunkPlan {
   label: string;
   /**
    * Chunks filled and enqueued per flush (one submit carries them all). @default 1. The host first
-   * waits until the slots of the whole group are back, then per chunk reads the slot's previous
-   * result out, fills and enqueues, and flushes once, so no wait splits the group's submit.
+   * waits until the slots of the whole group are back, then per chunk fills, reads the slot's
+   * previous result out and enqueues, and flushes once, so no wait splits the group's submit.
    */
   batch?: number;
   /**
@@ -193,14 +193,14 @@ export class LibPipeline {
   stats: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
   /**
    * When set to an array, each `run` fills it with one row per chunk (diagnostics):
-   * [chunk, slot ready (its download and upload buffers back on the host), previous result read out and chunk filled, flushed], ms from the start.
+   * [chunk, slot ready (its download and upload buffers back on the host), chunk filled and previous result read out, flushed], ms from the start.
    */
   timeline: number[][] | null = null;
 
   /**
    * One overlapped pass: src -> out. Returns wall ms. Chunks go in groups of `batch` (one flush
-   * each): the host waits for the group's slots, then per chunk reads out the slot's previous
-   * result, fills and enqueues, and flushes once.
+   * each): the host waits for the group's slots, then per chunk fills and enqueues the upload,
+   * reads out the slot's previous result and enqueues the kernel and download, and flushes once.
    */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks, iterations } = this.plan;
@@ -230,31 +230,35 @@ export class LibPipeline {
         }
         if (tl) tl[k] = [k, now() - t0, 0, 0];
       }
-      // Then per chunk: read the slot's previous result out, fill, enqueue. Enqueuing hands both
-      // mapped ranges back at once, so at most two are attached at a time (V8 counts each as
-      // external memory, and a GC starts when that grows by 64 MiB: BENCHMARKS.md).
+      // Then per chunk: fill and enqueue the upload, read the slot's previous result out, enqueue
+      // the kernel and the download. Each enqueue hands its pinned buffer's mapped range back at
+      // once, so one is attached at a time: V8 counts each as external memory and starts a major
+      // GC whenever that grows 64 MiB above its low point (BENCHMARKS.md, "Mapped ranges and V8's
+      // GC"); a 32 MiB upload range beside a 32 MiB download range cost 10-29 GCs per 1 GiB run.
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;
         const off = this.offsets[k]!;
+        const { din, dout } = slot.dev.get(ce)!;
+        const s = slot.stream;
+        const size = ce * 4;
         let a = now();
+        slot.up.f32.set(src.subarray(off, off + ce));
+        let b = now();
+        st.fill += b - a;
+        s.upload(slot.up, din, { size });
+        a = now();
+        st.enqueue += a - b;
         if (slot.pending >= 0) {
           this.#readOut(slot, out);
           const r = now();
           st.read += r - a;
           a = r;
         }
-        slot.up.f32.set(src.subarray(off, off + ce));
-        let b = now();
-        st.fill += b - a;
-        const { din, dout } = slot.dev.get(ce)!;
-        const s = slot.stream;
-        const size = ce * 4;
-        s.upload(slot.up, din, { size });
         s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants });
         s.download(dout, slot.down, { size });
-        a = now();
-        st.enqueue += a - b;
+        b = now();
+        st.enqueue += b - a;
         slot.pending = k;
         if (tl) tl[k]![2] = b - t0;
       }
@@ -488,10 +492,11 @@ export class RawPipeline {
         const ce = chunks[k]!;
         const off = this.offsets[k]!;
         const cb = ce * 4;
-        if (slot.pending >= 0) await readOut(slot);
+        // The order of LibPipeline.run: fill the upload, then read the previous result out.
         new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
-        if (tl) tl[k]![2] = performance.now() - t0;
         slot.up.unmap();
+        if (slot.pending >= 0) await readOut(slot);
+        if (tl) tl[k]![2] = performance.now() - t0;
         this.#encodeChunk(enc, slot, ce);
       }
       device.queue.submit([enc.finish()]);
