@@ -20,7 +20,7 @@ import { createNodeContext, type Context } from '../src/node';
 import { BufferUsage, MapMode } from '../src/index';
 import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, planText, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
 import { median, num, randomF32 } from './perf/common';
-import { GcLog, type GcCounts } from './gc';
+import { GcLog } from './gc';
 
 const MiB = 1024 * 1024;
 
@@ -263,11 +263,7 @@ async function main(): Promise<void> {
       };
       const med = (xs: number[]): number => (xs.length ? median(xs) : Number.NaN);
       await GcLog.settle();
-      const gcOf = (name: 'lib' | 'raw'): string => {
-        const per = spans[name].map(([a, b]) => gc.between(a, b)).filter((x): x is GcCounts => x !== null);
-        if (!per.length) return 'not reported here';
-        return `${per.map((x) => x.major).join('/')} major, ${per.map((x) => x.minor).join('/')} minor, ${per.map((x) => num(x.ms)).join('/')} ms paused, per timed run`;
-      };
+      const gcOf = (name: 'lib' | 'raw'): string => `${gc.describe(spans[name]) ?? 'not reported here'} per timed run`;
       const st = (k: keyof (typeof lib.stats)): number => med(libStats.map((x) => x[k]));
       const row = {
         plan: planText(plan),

@@ -48,6 +48,17 @@ export class GcLog {
     return c;
   }
 
+  /**
+   * The collections of each span, in words: `1/0/2 major + 0/0/0 minor (1.6/0.0/3.1 ms)` (one
+   * figure per span); null where not reported. Await {@link GcLog.settle} first.
+   */
+  describe(spans: readonly (readonly [number, number])[]): string | null {
+    const per = spans.map(([a, b]) => this.between(a, b)).filter((x): x is GcCounts => x !== null);
+    if (!per.length) return null;
+    const list = (f: (c: GcCounts) => string): string => per.map(f).join('/');
+    return `${list((c) => String(c.major))} major + ${list((c) => String(c.minor))} minor (${list((c) => c.ms.toFixed(1))} ms)`;
+  }
+
   /** Lets pending entries arrive (they are delivered on a later task). */
   static settle(): Promise<void> {
     return new Promise((r) => setTimeout(r, 0));

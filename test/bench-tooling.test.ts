@@ -9,6 +9,7 @@ import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../bench/browser';
 import { parseCliArgs, resultPaths } from '../bench/cli';
+import { GcLog } from '../bench/gc';
 import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../bench/report';
 import type { SuiteResult } from '../bench/schema';
 import { serveDir, type StaticServer } from '../bench/serve';
@@ -279,5 +280,31 @@ describe('decodePng', () => {
 
   it('rejects what is not a PNG', () => {
     expect(() => decodePng(new Uint8Array([1, 2, 3]))).toThrow(/signature/);
+  });
+});
+
+describe('GcLog', () => {
+  it('counts the collections of a span in Node, and none outside it', async () => {
+    const log = new GcLog();
+    expect(log.available).toBe(true);
+    const t0 = performance.now();
+    // Enough short-lived garbage for several scavenges.
+    let junk: { i: number }[] = [];
+    let kept = 0;
+    for (let i = 0; i < 2_000_000; i++) {
+      junk.push({ i });
+      if (junk.length === 10_000) {
+        kept += junk.length;
+        junk = [];
+      }
+    }
+    const t1 = performance.now();
+    await GcLog.settle();
+    const c = log.between(t0, t1)!;
+    expect(kept).toBe(2_000_000);
+    expect(c.minor + c.major).toBeGreaterThan(0);
+    expect(log.between(t1 + 60_000, t1 + 120_000)).toEqual({ major: 0, minor: 0, ms: 0 });
+    expect(log.describe([[t0, t1], [t1 + 60_000, t1 + 120_000]])).toMatch(/^\d+\/0 major \+ \d+\/0 minor \([\d.]+\/0\.0 ms\)$/);
+    log.stop();
   });
 });

@@ -24,7 +24,7 @@ import {
   type PerfTable,
 } from './common';
 import { traceDiagnosis } from './p1-diag';
-import { GcLog, type GcCounts } from '../gc';
+import { GcLog } from '../gc';
 import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, planText, type ChunkPlan, type RunStats } from './pipeline';
 
 interface Params {
@@ -296,10 +296,7 @@ export const overlapGroup: PerfGroup = {
 
         const statMed = (k: keyof RunStats): number => median(ovlStats.slice(1).map((x) => x[k]));
         await GcLog.settle();
-        const gcText = (k: 'ovl' | 'raw'): string => {
-          const per = gcSpans[k].map(([a, b]) => gcLog.between(a, b)).filter((x): x is GcCounts => x !== null);
-          return per.length ? `${k} ${per.map((x) => x.major).join('/')} major + ${per.map((x) => x.minor).join('/')} minor (${per.map((x) => num(x.ms)).join('/')} ms)` : `${k} not reported`;
-        };
+        const gcText = (k: 'ovl' | 'raw'): string => `${k} ${gcLog.describe(gcSpans[k]) ?? 'not reported'}`;
         const diag =
           `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, raw ${samples.raw.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
           `GCs per timed run: ${gcText('ovl')}, ${gcText('raw')}; ` +
