@@ -6,7 +6,7 @@ import { DestroyedError, InvalidArgumentError, WebGpuUnavailableError } from './
 import { GpuEvent, type EventOptions } from './event.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
 import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats, StagingPool } from './memory.js';
-import type { Op } from './op.js';
+import { NONE, type Op } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import { Scheduler } from './scheduler.js';
 import { Stream, type StreamHost, type SyncOptions } from './stream.js';
@@ -162,7 +162,7 @@ export class Context {
       recordEvent: (e, stream, callSite) => {
         if (!(e instanceof GpuEvent)) throw new InvalidArgumentError(`Expected a GpuEvent (ctx.createEvent()), got ${String(e)}`, { op: 'record', stream: stream.label });
         const timing = e.timing && this.features.timestampQuery;
-        const op = this.scheduler.enqueue(stream.queue, { kind: 'record', timing, timestamp: null, eventLabel: e.label }, [], [], callSite, `record ${e.label}`);
+        const op = this.scheduler.enqueue(stream.queue, { kind: 'record', timing, timestamp: null, eventLabel: e.label }, NONE, NONE, callSite, e.label);
         e.last = op;
         return op;
       },

@@ -72,11 +72,34 @@ export interface WaitPayload {
 
 export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | HostFnPayload | RecordPayload | WaitPayload;
 
+/** One shared empty list of ops or buffers, for ops with none (frozen: a push would be a bug, and throws). */
+export const NONE: never[] = Object.freeze([]) as never[];
+
+/** `list` with `x` appended: a new exact-size array while short (a push onto `[]` reserves 17 slots). */
+export function withItem<T>(list: T[], x: T): T[] {
+  if (list.length === 0) return [x];
+  if (list.length === 1) return [list[0]!, x];
+  list.push(x);
+  return list;
+}
+
+/** An op's stages for the trace: ms on the performance.now() clock; GPU times in ns on the GPU clock. */
+export class OpTimes {
+  tSubmit = 0;
+  tDone = 0;
+  tHostBegin = 0;
+  tHostEnd = 0;
+  gpuBegin: bigint | null = null;
+  gpuEnd: bigint | null = null;
+  batchId = -1;
+  constructor(readonly tEnqueue: number) {}
+}
+
 export class Op {
   /** Dependencies not yet done, or failed (see the class comment). */
   deps: Op[];
-  /** Ops that list this one in `deps`; dropped once this op is done. */
-  dependents: Op[] = [];
+  /** Ops that list this one in `deps`; made on the first, dropped once this op is done. */
+  dependents: Op[] | null = null;
   ordered = false;
   /** This op's own part is complete (GPU work finished, map resolved, function returned). */
   ownDone = false;
@@ -88,15 +111,8 @@ export class Op {
   /** Device buffers retained by this op (released when done). */
   buffers: DeviceBuffer[];
 
-  // Trace (ms on the performance.now() clock; GPU times in ns on the GPU clock).
-  tEnqueue = 0;
-  tSubmit = 0;
-  tDone = 0;
-  tHostBegin = 0;
-  tHostEnd = 0;
-  gpuBegin: bigint | null = null;
-  gpuEnd: bigint | null = null;
-  batchId = -1;
+  /** When the op went through each stage; only while tracing (a queued op stays small otherwise). */
+  times: OpTimes | null = null;
 
   constructor(
     readonly id: number,
@@ -105,7 +121,10 @@ export class Op {
     deps: Op[],
     buffers: DeviceBuffer[],
     readonly callSite: Error | undefined,
-    readonly name: string,
+    /** What the op works on, for {@link Op.name}: a kernel, buffer, function or event label. */
+    readonly subject: string,
+    /** A transfer's destination label, for {@link Op.name}. */
+    readonly target: string,
   ) {
     this.deps = deps;
     this.buffers = buffers;
@@ -113,6 +132,28 @@ export class Op {
 
   get kind(): OpKind {
     return this.payload.kind;
+  }
+
+  /**
+   * `copy a->b`, `upload ->b`, `download a->host`, the kernel's label, `hostFn f`, `wait e`,
+   * `record e`. Made when asked (errors, traces, labels while tracing), not per op.
+   */
+  get name(): string {
+    const a = this.subject;
+    switch (this.payload.kind) {
+      case 'launch':
+        return a;
+      case 'copy':
+      case 'upload':
+      case 'download':
+        return `${this.payload.kind} ${a}->${this.target}`;
+      case 'hostFn':
+        return a ? `hostFn ${a}` : 'hostFn';
+      case 'wait':
+        return `wait ${a}`;
+      case 'record':
+        return `record ${a}`;
+    }
   }
 
   /** The pinned buffer this op uses, if any. */

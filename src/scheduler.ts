@@ -14,7 +14,7 @@
 import { DependencyError, DeviceLostError, GpuValidationError, HostFnError, AbortError, type StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import type { DeviceBuffer, StagingPool } from './memory.js';
-import { Op, type Payload } from './op.js';
+import { NONE, Op, OpTimes, withItem, type Payload } from './op.js';
 import type { Trace } from './trace.js';
 
 /** Internal state of one stream. The public `Stream` wraps it. */
@@ -54,6 +54,11 @@ export class StreamQueue {
 }
 
 const QUERIES_PER_BATCH = 512;
+
+/** `deps` with `d` added when `d` is a dependency to wait on (not done, or failed) and new. */
+function addDep(deps: Op[], d: Op | null): Op[] {
+  return d && (!d.done || d.error) && !deps.includes(d) ? withItem(deps, d) : deps;
+}
 
 interface TimestampSet {
   querySet: GPUQuerySet;
@@ -147,23 +152,21 @@ export class Scheduler {
    * Adds an op to a stream. `extraDeps` are cross-stream dependencies (events, waitStream).
    * Never blocks; schedules a flush on a microtask.
    */
-  enqueue(q: StreamQueue, payload: Payload, extraDeps: (Op | null)[], buffers: DeviceBuffer[], callSite: Error | undefined, name: string): Op {
-    const deps: Op[] = [];
-    const add = (d: Op | null): void => {
-      if (d && (!d.done || d.error) && !deps.includes(d)) deps.push(d);
-    };
-    add(q.tail);
-    for (const d of extraDeps) add(d);
+  enqueue(q: StreamQueue, payload: Payload, extraDeps: (Op | null)[], buffers: DeviceBuffer[], callSite: Error | undefined, subject: string, target = ''): Op {
+    // Exact-size arrays, built without a closure: queued ops live until they complete, so each
+    // byte per op is copied by every young-generation GC while they wait.
+    let deps: Op[] = addDep(NONE, q.tail);
+    for (const d of extraDeps) deps = addDep(deps, d);
     // CUDA legacy default stream: it waits for all blocking streams, and they wait for it.
     if (q.isDefault) {
-      for (const s of this.streams) if (!s.isDefault && !s.nonBlocking && s.tail && !s.tail.done) add(s.tail);
+      for (const s of this.streams) if (!s.isDefault && !s.nonBlocking && s.tail && !s.tail.done) deps = addDep(deps, s.tail);
     } else if (!q.nonBlocking) {
       const d = this.defaultQueue.tail;
-      if (d && !d.done) add(d);
+      if (d && !d.done) deps = addDep(deps, d);
     }
-    const op = new Op(this.#nextOpId++, q, payload, deps, buffers, callSite, name);
-    if (this.trace) op.tEnqueue = performance.now();
-    for (const d of deps) if (!d.done) d.dependents.push(op);
+    const op = new Op(this.#nextOpId++, q, payload, deps, buffers, callSite, subject, target);
+    if (this.trace) op.times = new OpTimes(performance.now());
+    for (const d of deps) if (!d.done) d.dependents = withItem(d.dependents ?? NONE, op);
     for (const b of buffers) b.retain();
     const pinned = op.pinned;
     if (pinned) pinned.claim(op);
@@ -314,7 +317,7 @@ export class Scheduler {
     // GPU op.
     const b = batch!;
     const enc = b.encoder;
-    op.batchId = b.id;
+    if (op.times) op.times.batchId = b.id;
     b.ops.push(op);
     const timed = this.options.traceGpu && this.options.timestampQuery;
     switch (p.kind) {
@@ -429,7 +432,7 @@ export class Scheduler {
     const validation = device.popErrorScope();
     this.#inFlight++;
     if (this.submitLog) this.submitLog.push(b.ops.map((o) => o.id));
-    for (const op of b.ops) op.tSubmit = b.tSubmit;
+    if (this.trace) for (const op of b.ops) op.times!.tSubmit = b.tSubmit;
 
     // Hand mapped memory back to the host as soon as the GPU is done with it.
     // Pinned upload buffers are re-mapped now (the map resolves once the GPU copied out of them);
@@ -464,9 +467,9 @@ export class Scheduler {
       const rb = p.readback!;
       rb.mapAsync(MapMode.READ, 0, p.size).then(
         () => {
-          if (this.trace) op.tHostBegin = performance.now();
+          if (op.times) op.times.tHostBegin = performance.now();
           p.view!.set(new Uint8Array(rb.getMappedRange(0, p.size)));
-          if (this.trace) op.tHostEnd = performance.now();
+          if (op.times) op.times.tHostEnd = performance.now();
           this.staging.releaseReadback(rb);
           p.readback = null;
           this.#partDone(op);
@@ -486,8 +489,11 @@ export class Scheduler {
           for (const t of b.timed) {
             const begin = stamps[t.begin]!;
             const end = stamps[t.end]!;
-            t.op.gpuBegin = begin;
-            t.op.gpuEnd = end;
+            const times = t.op.times;
+            if (times) {
+              times.gpuBegin = begin;
+              times.gpuEnd = end;
+            }
             if (t.op.payload.kind === 'record') t.op.payload.timestamp = end;
             if (end > maxEnd) maxEnd = end;
             if (minBegin === null || begin < minBegin) minBegin = begin;
@@ -506,7 +512,7 @@ export class Scheduler {
         this.#inFlight--;
         const tDone = performance.now();
         for (const op of b.ops) {
-          op.tDone = tDone;
+          if (op.times) op.times.tDone = tDone;
           if (err) this.#fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${err.message}`, op.site()));
           else this.#ownDone(op);
         }
@@ -569,7 +575,7 @@ export class Scheduler {
     op.done = true;
     if (op.kind === 'hostFn') op.stream.hostFnsUndone--;
     if (this.trace) {
-      if (!op.tDone) op.tDone = performance.now();
+      if (op.times && !op.times.tDone) op.times.tDone = performance.now();
       this.trace.add(op, this);
     }
     const q = op.stream;
@@ -577,13 +583,13 @@ export class Scheduler {
     if (op.error && !q.firstError) q.firstError = op.error;
     for (const b of op.buffers) b.release();
     op.pinned?.unclaim(op);
-    op.deps = [];
+    op.deps = NONE;
     const dependents = op.dependents;
-    op.dependents = [];
+    op.dependents = null;
     const ws = op.waiters;
     op.waiters = null;
     if (ws) for (const w of ws) w();
-    for (const d of dependents) this.#tryComplete(d);
+    if (dependents) for (const d of dependents) this.#tryComplete(d);
     this.scheduleFlush();
   }
 
@@ -594,10 +600,10 @@ export class Scheduler {
     for (const op of ops) {
       const p = op.payload;
       if (p.kind !== 'hostFn') continue;
-      op.tHostBegin = performance.now();
+      if (op.times) op.times.tHostBegin = performance.now();
       this.#runningHost.set(op.stream, op);
       const finish = (err?: unknown): void => {
-        op.tHostEnd = performance.now();
+        if (op.times) op.times.tHostEnd = performance.now();
         this.#runningHost.delete(op.stream);
         if (err !== undefined) op.error = new HostFnError(`host function threw: ${err instanceof Error ? err.message : String(err)}`, { ...op.site(), cause: err });
         op.ordered = true;

@@ -8,7 +8,7 @@ import { captureSite, DestroyedError, InvalidArgumentError, KernelBindingError, 
 import { BufferUsage } from './gpu-constants.js';
 import type { Kernel } from './kernels.js';
 import { DeviceBuffer, type StagingPool } from './memory.js';
-import type { Op } from './op.js';
+import { NONE, type Op } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler, StreamQueue } from './scheduler.js';
 import type { GpuEvent } from './event.js';
@@ -53,6 +53,11 @@ export interface StreamHost {
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
+
+/** `src`, or `bindings[1] (out)` for a kernel binding. */
+function argName(what: string | number, binding: string | undefined): string {
+  return typeof what === 'number' ? `bindings[${what}] (${binding})` : what;
+}
 
 /** Where a call came from: `callSite` for errors thrown at the call, `enqueueSite` kept with the op. */
 interface Site extends ErrorSite {
@@ -118,13 +123,17 @@ export class Stream {
     if (bindings.length !== kernel.bindingCount) {
       throw new KernelBindingError(`kernel '${kernel.label}' takes ${kernel.bindingCount} bindings (${kernel.bindings.map((b) => b.name).join(', ')}), got ${bindings.length}`, site);
     }
-    const gpuBuffers: GPUBuffer[] = [];
-    const tracked: DeviceBuffer[] = [];
+    // Exact-size arrays (they live as long as the op): a push onto `[]` reserves 17 slots.
+    const gpuBuffers = new Array<GPUBuffer>(bindings.length);
+    let ours = 0;
+    for (const b of bindings) if (b instanceof DeviceBuffer) ours++;
+    const tracked: DeviceBuffer[] = ours ? new Array<DeviceBuffer>(ours) : NONE;
+    ours = 0;
     for (let i = 0; i < bindings.length; i++) {
       const b = bindings[i];
       const info = kernel.bindings[i]!;
-      const { buffer, label } = this.#unwrap(b, `bindings[${i}] (${info.name})`, site);
-      if (b instanceof DeviceBuffer) tracked.push(b);
+      const { buffer, label } = this.#unwrap(b, i, site, info.name);
+      if (b instanceof DeviceBuffer) tracked[ours++] = b;
       const need = info.kind === 'uniform' ? BufferUsage.UNIFORM : BufferUsage.STORAGE;
       if ((buffer.usage & need) === 0) {
         throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${info.kind === 'uniform' ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
@@ -135,7 +144,7 @@ export class Stream {
       if (buffer.size % 4 !== 0 && info.kind !== 'uniform') {
         throw new KernelBindingError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
       }
-      gpuBuffers.push(buffer);
+      gpuBuffers[i] = buffer;
     }
     // A buffer bound twice where either binding is writable is a WebGPU usage conflict.
     for (let i = 0; i < gpuBuffers.length; i++) {
@@ -151,7 +160,7 @@ export class Stream {
     // A launch can still fail after the call while its pipeline is not known to compile: keep its
     // call site for that error. Once the pipeline validated, later launches of it skip the stack.
     if (!pipeline.ok && this.#host.captureStacks === true) site.enqueueSite = captureSite(true);
-    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, [], tracked, site, `${kernel.label}`).id;
+    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, NONE, tracked, site, kernel.label).id;
   }
 
   /** Device-to-device copy (`cudaMemcpyAsync` D2D). @returns the op id */
@@ -165,10 +174,9 @@ export class Stream {
     if (s.buffer === d.buffer) {
       throw new InvalidArgumentError(`source and destination are the same buffer '${s.label}'; WebGPU's copyBufferToBuffer forbids that even for disjoint ranges: copy through a second buffer`, site);
     }
-    const tracked: DeviceBuffer[] = [];
-    if (src instanceof DeviceBuffer) tracked.push(src);
-    if (dst instanceof DeviceBuffer) tracked.push(dst);
-    return this.#enqueue({ kind: 'copy', src: s.buffer, srcOffset: r.srcOffset, dst: d.buffer, dstOffset: r.dstOffset, size: r.size }, [], tracked, site, `copy ${s.label}->${d.label}`).id;
+    const tracked: DeviceBuffer[] =
+      src instanceof DeviceBuffer ? (dst instanceof DeviceBuffer ? [src, dst] : [src]) : dst instanceof DeviceBuffer ? [dst] : NONE;
+    return this.#enqueue({ kind: 'copy', src: s.buffer, srcOffset: r.srcOffset, dst: d.buffer, dstOffset: r.dstOffset, size: r.size }, NONE, tracked, site, s.label, d.label).id;
   }
 
   /**
@@ -182,11 +190,11 @@ export class Stream {
     const site = this.#site('upload');
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
-    const tracked = dst instanceof DeviceBuffer ? [dst] : [];
+    const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE;
     if (src instanceof PinnedBuffer) {
       this.#checkPinned(src, 'upload', site);
       const r = this.#range(options, src.size, d.size, src.label, d.label, site);
-      return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, [], tracked, site, `upload ${src.label}->${d.label}`).id;
+      return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, NONE, tracked, site, src.label, d.label).id;
     }
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
@@ -195,9 +203,11 @@ export class Stream {
     new Uint8Array(staging.getMappedRange(0, r.size)).set(new Uint8Array(src.buffer, src.byteOffset + r.srcOffset, r.size));
     staging.unmap();
     const t1 = performance.now();
-    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, ...r, srcOffset: 0, dst: d.buffer }, [], tracked, site, `upload ->${d.label}`);
-    op.tHostBegin = t0;
-    op.tHostEnd = t1;
+    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, ...r, srcOffset: 0, dst: d.buffer }, NONE, tracked, site, '', d.label);
+    if (op.times) {
+      op.times.tHostBegin = t0;
+      op.times.tHostEnd = t1;
+    }
     return op.id;
   }
 
@@ -211,16 +221,16 @@ export class Stream {
     const site = this.#site('download');
     const s = this.#unwrap(src, 'src', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
-    const tracked = src instanceof DeviceBuffer ? [src] : [];
+    const tracked: DeviceBuffer[] = src instanceof DeviceBuffer ? [src] : NONE;
     if (dst instanceof PinnedBuffer) {
       this.#checkPinned(dst, 'download', site);
       const r = this.#range(options, s.size, dst.size, s.label, dst.label, site);
-      return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, [], tracked, site, `download ${s.label}->${dst.label}`).id;
+      return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, NONE, tracked, site, s.label, dst.label).id;
     }
     if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
     const r = this.#range(options, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
-    return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, [], tracked, site, `download ${s.label}->host`).id;
+    return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host').id;
   }
 
   /**
@@ -232,7 +242,7 @@ export class Stream {
   hostFn(fn: () => void | Promise<void>): number {
     const site = this.#site('hostFn', true);
     expectFunction('fn', fn, site);
-    return this.#enqueue({ kind: 'hostFn', fn }, [], [], site, fn.name ? `hostFn ${fn.name}` : 'hostFn').id;
+    return this.#enqueue({ kind: 'hostFn', fn }, NONE, NONE, site, fn.name).id;
   }
 
   /** Records `event` here: it completes when all work enqueued on this stream so far completed. */
@@ -248,14 +258,14 @@ export class Stream {
   waitEvent(event: GpuEvent): number {
     const site = this.#site('waitEvent');
     const target = this.#host.eventOp(event);
-    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'` }, [target], [], site, `wait ${event.label}`).id;
+    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'` }, [target], NONE, site, event.label).id;
   }
 
   /** Later work of this stream waits for all work enqueued on `other` so far. */
   waitStream(other: Stream): number {
     const site = this.#site('waitStream');
     if (!(other instanceof Stream)) throw new InvalidArgumentError(`Expected \`other\` to be a Stream, got ${showValue(other)}`, site);
-    return this.#enqueue({ kind: 'wait', what: `stream '${other.label}'` }, [other.queue.tail], [], site, `wait ${other.label}`).id;
+    return this.#enqueue({ kind: 'wait', what: `stream '${other.label}'` }, [other.queue.tail], NONE, site, other.label).id;
   }
 
   /**
@@ -305,23 +315,25 @@ export class Stream {
     return site;
   }
 
-  #enqueue(payload: Op['payload'], extraDeps: (Op | null)[], buffers: DeviceBuffer[], site: Site, name: string): Op {
-    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.enqueueSite, name);
+  /** `subject` and `target` make the op's name (see `Op.name`); no string is built per op. */
+  #enqueue(payload: Op['payload'], extraDeps: (Op | null)[], buffers: DeviceBuffer[], site: Site, subject: string, target = ''): Op {
+    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.enqueueSite, subject, target);
   }
 
-  #unwrap(b: unknown, what: string, site: ErrorSite): { buffer: GPUBuffer; label: string; size: number; usage: number } {
+  /** `what`: the argument's name, or a binding's index (then `binding` names it); words are made only for an error. */
+  #unwrap(b: unknown, what: string | number, site: ErrorSite, binding?: string): { buffer: GPUBuffer; label: string; size: number; usage: number } {
     if (b instanceof DeviceBuffer) {
       b.checkAlive(site);
       return b; // size and usage as plain fields: no native getter per op
     }
     if (b instanceof PinnedBuffer) {
-      throw new InvalidArgumentError(`\`${what}\` is pinned host memory ('${b.label}'); use stream.upload()/download() to move it to or from a DeviceBuffer`, site);
+      throw new InvalidArgumentError(`\`${argName(what, binding)}\` is pinned host memory ('${b.label}'); use stream.upload()/download() to move it to or from a DeviceBuffer`, site);
     }
     if (b && typeof b === 'object' && 'usage' in b && 'size' in b && typeof (b as GPUBuffer).mapAsync === 'function') {
       const g = b as GPUBuffer;
       return { buffer: g, label: g.label || 'GPUBuffer', size: g.size, usage: g.usage };
     }
-    throw new InvalidArgumentError(`Expected \`${what}\` to be a DeviceBuffer (ctx.alloc) or GPUBuffer, got ${showValue(b)}`, site);
+    throw new InvalidArgumentError(`Expected \`${argName(what, binding)}\` to be a DeviceBuffer (ctx.alloc) or GPUBuffer, got ${showValue(b)}`, site);
   }
 
   #checkPinned(p: PinnedBuffer, kind: 'upload' | 'download', site: ErrorSite): void {

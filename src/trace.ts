@@ -3,7 +3,10 @@
  * read-outs), and GPU begin/end from timestamp queries where the device has them (estimated from
  * submit and completion where not). Exports Chrome Trace Event JSON (Perfetto, chrome://tracing).
  */
-import type { Op } from './op.js';
+import { OpTimes, type Op } from './op.js';
+
+/** For an op enqueued before tracing began: no times. */
+const NO_TIMES = new OpTimes(0);
 
 /** One span on the timeline; times in ms on the `performance.now()` clock. */
 export interface TraceSpan {
@@ -54,6 +57,7 @@ export class Trace {
   /** @internal */
   add(op: Op, clock: ClockSource): void {
     this.#clock = clock;
+    const t = op.times ?? NO_TIMES;
     // Drop the oldest in chunks: amortized O(1) per op once the limit is reached.
     if (this.records.length >= this.limit + (this.limit >> 2)) this.records.splice(0, this.records.length - this.limit + 1);
     this.records.push({
@@ -61,14 +65,14 @@ export class Trace {
       stream: op.stream.label,
       kind: op.kind,
       name: op.name,
-      batch: op.batchId,
-      tEnqueue: op.tEnqueue,
-      tSubmit: op.tSubmit,
-      tDone: op.tDone,
-      tHostBegin: op.tHostBegin,
-      tHostEnd: op.tHostEnd,
-      gpuBegin: op.gpuBegin,
-      gpuEnd: op.gpuEnd,
+      batch: t.batchId,
+      tEnqueue: t.tEnqueue,
+      tSubmit: t.tSubmit,
+      tDone: t.tDone,
+      tHostBegin: t.tHostBegin,
+      tHostEnd: t.tHostEnd,
+      gpuBegin: t.gpuBegin,
+      gpuEnd: t.gpuEnd,
       failed: op.error !== undefined,
     });
   }
