@@ -132,8 +132,8 @@ export class StagingPool {
     this.maxPooledBytes = maxPooledBytes;
   }
 
-  /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`. */
-  acquireUpload(bytes: number, label: string): GPUBuffer {
+  /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
+  acquireUpload(bytes: number, stream: string): GPUBuffer {
     const size = bucketSize(bytes);
     const free = this.#uploads.get(size);
     const buf = free?.pop();
@@ -142,7 +142,7 @@ export class StagingPool {
       return buf;
     }
     this.#stats.staging += size;
-    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${label})` });
+    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${stream} upload)` });
   }
 
   /** Gives an upload buffer back after the submit that reads it; it is re-mapped first. */
@@ -153,8 +153,8 @@ export class StagingPool {
     );
   }
 
-  /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`. */
-  acquireReadback(bytes: number, label: string): GPUBuffer {
+  /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`; `forOp`'s name goes into a new buffer's label (made only then). */
+  acquireReadback(bytes: number, forOp: { readonly name: string }): GPUBuffer {
     const size = bucketSize(bytes);
     const buf = this.#readbacks.get(size)?.pop();
     if (buf) {
@@ -162,7 +162,7 @@ export class StagingPool {
       return buf;
     }
     this.#stats.staging += size;
-    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: `staging readback ${size} (${label})` });
+    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: `staging readback ${size} (${forOp.name})` });
   }
 
   /** Gives a read-back buffer back once the host copied its data out (it is unmapped here). */

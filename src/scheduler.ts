@@ -359,7 +359,7 @@ export class Scheduler {
           op.pendingParts++;
           this.#copy(b, op, timed, p.src, p.srcOffset, p.pinned.buffer, p.dstOffset, p.size);
         } else {
-          p.readback = this.staging.acquireReadback(p.size, op.name);
+          p.readback = this.staging.acquireReadback(p.size, op);
           b.readbacks.push(op);
           op.pendingParts++;
           this.#copy(b, op, timed, p.src, p.srcOffset, p.readback, 0, p.size);

@@ -199,7 +199,7 @@ export class Stream {
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
     const t0 = performance.now();
-    const staging = this.#host.staging.acquireUpload(r.size, `${this.label} upload`);
+    const staging = this.#host.staging.acquireUpload(r.size, this.label);
     new Uint8Array(staging.getMappedRange(0, r.size)).set(new Uint8Array(src.buffer, src.byteOffset + r.srcOffset, r.size));
     staging.unmap();
     const t1 = performance.now();
