@@ -432,7 +432,7 @@ export class Scheduler {
     const validation = device.popErrorScope();
     this.#inFlight++;
     if (this.submitLog) this.submitLog.push(b.ops.map((o) => o.id));
-    if (this.trace) for (const op of b.ops) op.times!.tSubmit = b.tSubmit;
+    if (this.trace) for (const op of b.ops) if (op.times) op.times.tSubmit = b.tSubmit;
 
     // Hand mapped memory back to the host as soon as the GPU is done with it.
     // Pinned upload buffers are re-mapped now (the map resolves once the GPU copied out of them);
