@@ -9,6 +9,7 @@
  *     [--repeats 5] [--order lib,raw,sync,host] [--out DIR]
  *
  * `--ramp L` cuts the first and last chunk into pieces down to 1/2^L, as P1's ramped plans do.
+ * `--raw-first` makes the raw pipeline's buffers before the library's (default: the library's first).
  *
  * Writes diag-host.json to --out when given.
  */
@@ -136,6 +137,7 @@ async function main(): Promise<void> {
       ring: { type: 'string', default: '4' },
       batch: { type: 'string', default: '1' },
       ramp: { type: 'string', default: '0' },
+      'raw-first': { type: 'boolean', default: false },
       repeats: { type: 'string', default: '5' },
       iterations: { type: 'string', default: '0' },
       copyTotal: { type: 'string', default: '256' },
@@ -197,8 +199,12 @@ async function main(): Promise<void> {
   for (const c of values.chunks!.split(',').map(Number)) {
     for (const batch of values.batch!.split(',').map(Number)) {
       const plan = withBatch(makePlan(n, c, ring, iterations, Number(values.ramp)), batch, batch > 1 ? Math.max(ring, 2 * batch) : ring);
+      // --raw-first: the raw pipeline's buffers are made first, to see whether a difference in
+      // copy speed follows the buffers (where the driver placed them) rather than the code.
+      const rawFirst = values['raw-first'] === true;
+      const raw0 = rawFirst ? new RawPipeline(ctx, plan) : null;
       const lib = new LibPipeline(ctx, plan, 'lib');
-      const raw = new RawPipeline(ctx, plan);
+      const raw = raw0 ?? new RawPipeline(ctx, plan);
       const host = new LibPipeline(ctx, plan, 'host');
       console.log(`\norder per repeat: ${values.order}`);
       const libT: number[] = [];
