@@ -14,9 +14,24 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createNodeContext } from '../src/node';
 import { chooseVulkanDriver } from './vulkan';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
+import type { HeapProbe } from './perf/common';
+
+/** A full GC and the heap in use, for the retained-bytes column; undefined where V8 refuses. */
+export function nodeHeapProbe(): HeapProbe | undefined {
+  try {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as unknown;
+    if (typeof gc !== 'function') return undefined;
+    return { collect: () => (gc as () => void)(), used: () => getHeapStatistics().used_heap_size };
+  } catch {
+    return undefined;
+  }
+}
 
 
 export interface PerfCliOptions {
@@ -136,12 +151,14 @@ export async function main(argv: string[]): Promise<number> {
   try {
     console.log(`bench:perf: adapter: ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
     let last = '';
+    const heap = nodeHeapProbe();
     const result = await runPerf(ctx, {
       quick: opts.quick,
       ...(opts.only ? { only: opts.only } : {}),
       ...(opts.seed ? { seed: opts.seed } : {}),
       runner: 'node',
       createContext: (o) => createNodeContext(o),
+      ...(heap ? { heap } : {}),
       progress: (message, fraction) => {
         const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}%`.padStart(4)} ${message}`;
         if (line === last) return;

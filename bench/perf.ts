@@ -13,7 +13,7 @@
 import type { Context } from '../src/index';
 import { deviceReport } from './device';
 import type { DeviceReport, Progress } from './schema';
-import { deviceLine, num, seedOf, type ContextFactory, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
+import { deviceLine, num, seedOf, type ContextFactory, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
 import { overlapGroup } from './perf/p1-overlap';
 import { readbackGroup, uploadGroup } from './perf/p2-p3-transfer';
 import { weightsGroup } from './perf/p4-weights';
@@ -49,6 +49,8 @@ export interface PerfSuiteOptions {
   runner?: DeviceReport['runner'];
   /** Commit, where the runner knows it. */
   commit?: string;
+  /** A forced GC and heap reading (Node): adds retained bytes per queued op to the growth table. */
+  heap?: HeapProbe;
 }
 
 export interface PerfGroupError {
@@ -105,7 +107,7 @@ export async function runPerf(ctx: Context, options: PerfSuiteOptions = {}): Pro
     progress?.(`${g.id}: start`, 0);
     const tg = performance.now();
     try {
-      const r = await g.run(ctx, { quick, seed: (seed + i * 0x9e3779b9) >>> 0 || 1, ...(progress ? { progress } : {}), ...(options.createContext ? { createContext: options.createContext } : {}) });
+      const r = await g.run(ctx, { quick, seed: (seed + i * 0x9e3779b9) >>> 0 || 1, ...(progress ? { progress } : {}), ...(options.createContext ? { createContext: options.createContext } : {}), ...(options.heap ? { heap: options.heap } : {}) });
       metrics.push(...r.metrics);
       tables.push(...r.tables);
     } catch (e) {

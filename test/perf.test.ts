@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfResult } from '../bench/perf';
-import { parsePerfArgs } from '../bench/perf-node';
+import { nodeHeapProbe, parsePerfArgs } from '../bench/perf-node';
 import { gpuContext } from './gpu';
 import type { Context } from '../src/index';
 
@@ -55,7 +55,9 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
   it('runs every group and every figure verifies', async () => {
     const c = ctx!;
     c.device.pushErrorScope('validation');
-    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext(o) });
+    const heap = nodeHeapProbe();
+    expect(heap, 'Node lets the runner force a GC').toBeDefined();
+    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext(o), heap: heap! });
     const validation = await c.device.popErrorScope();
     console.log(formatPerf(result));
     expect(validation?.message ?? null, 'validation error').toBeNull();
@@ -101,6 +103,11 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
       expect(t.rows.length, t.id).toBeGreaterThan(1);
       expect(t.verdict, t.id).not.toBe('');
     }
+    // With a heap probe (Node), the queued-ops table says what each queued op keeps alive.
+    const ops = result.tables.find((t) => t.id === 'growth-ops')!;
+    const m = /JS heap retained per queued op \(4000 queued, after a full GC\): (-?\d+) B/.exec(ops.verdict);
+    expect(m, ops.verdict).not.toBeNull();
+    expect(Number(m![1]), ops.verdict).toBeGreaterThan(0);
   });
 });
 

@@ -22,6 +22,16 @@ export interface PerfOptions {
   createContext?: ContextFactory;
   /** Seed of the random inputs. @default a fresh one (printed in every verification) */
   seed?: number;
+  /** Where the runner can force a full GC and read the heap (Node): retained bytes per queued op. */
+  heap?: HeapProbe;
+}
+
+/** A full GC and the JS heap in use after it, as a Node runner offers them. */
+export interface HeapProbe {
+  /** Runs a full, synchronous garbage collection. */
+  collect(): void;
+  /** Bytes of JS heap in use. */
+  used(): number;
 }
 
 /** One measured metric with its target. */

@@ -62,13 +62,20 @@ export const schedulerGrowthGroup: PerfGroup = {
         progress(`growth: ${n} queued ops over ${p.streamsForQueued} streams`, 0.5 + (0.5 * i) / p.queued.length);
         byOps.push(await bench.measure(n, p.streamsForQueued, p.repeats));
       }
+      // Queued ops stay alive until they complete: their size is what each young-generation GC
+      // copies while they wait (BENCHMARKS.md, "SwiftShader"). Measured once, at the most ops
+      // (the heap reading has some kilobytes of noise).
+      const most = p.queued[p.queued.length - 1]!;
+      const retained = opts.heap ? await bench.retainedBytes(most, p.streamsForQueued, opts.heap) : null;
       const checksO: Check[] = byOps.map((c) => c.check);
       tables.push({
         id: 'growth-ops',
         title: `Scheduler host cost vs queued ops (${p.streamsForQueued} streams)`,
         columns: ['queued ops', ...columns.slice(1)],
         rows: byOps.map((c) => row(c, c.ops)),
-        verdict: growthVerdict(`${p.queued[0]} -> ${p.queued[p.queued.length - 1]} queued ops`, p.queued, byOps.map((c) => c.hostUs), (i) => byOps[i]!.hostUs * byOps[i]!.ops),
+        verdict:
+          growthVerdict(`${p.queued[0]} -> ${most} queued ops`, p.queued, byOps.map((c) => c.hostUs), (i) => byOps[i]!.hostUs * byOps[i]!.ops) +
+          (retained === null ? '' : `; JS heap retained per queued op (${most} queued, after a full GC): ${Math.round(retained)} B`),
         verified: verdictOf(checksO, seed).verified,
       });
       const bad = [...checksS, ...checksO].filter((c) => !c.ok);

@@ -5,7 +5,7 @@
 import type { Context, DeviceBuffer, Stream } from '../../src/index';
 import type { Check } from '../scenarios/common';
 import { BufferUsage as Usage } from '../../src/index';
-import { median, randomBytes } from './common';
+import { median, randomBytes, type HeapProbe } from './common';
 
 export const OP_BYTES = 256;
 /** Distinct source slices. */
@@ -89,6 +89,29 @@ export class OpBench {
       }
     }
     return { ops, streams, enqueueUs: per(t1 - t0), flushUs: per(t2 - t1), hostUs: per(t2 - t0), completeUs: per(t3 - t2), check: c };
+  }
+
+  /**
+   * JS heap retained per queued op: a full GC, `ops` copies enqueued over `streams` streams (not
+   * flushed, so all of them are queued), a full GC again; the difference per op, in bytes. Then
+   * they are flushed and completed. Untimed; needs a runner that can force a GC.
+   */
+  async retainedBytes(ops: number, streams: number, heap: HeapProbe): Promise<number> {
+    const ss = this.#streamsFor(streams);
+    const { src, dst, ctx } = this;
+    await ctx.synchronize();
+    // Collections leave work for the next one (weak callbacks, finalizers, sweeping): settle twice.
+    const settled = (): number => {
+      heap.collect();
+      heap.collect();
+      return heap.used();
+    };
+    const h0 = settled();
+    for (let i = 0; i < ops; i++) ss[i % streams]!.copy(src, dst, { srcOffset: (i % SRC_SLICES) * OP_BYTES, dstOffset: i * OP_BYTES, size: OP_BYTES });
+    const h1 = settled();
+    ctx.flush();
+    await ctx.synchronize();
+    return (h1 - h0) / ops;
   }
 
   /** Median of `repeats` runs (after one warm-up); the last run is checked. */
