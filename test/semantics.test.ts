@@ -447,6 +447,22 @@ describe('pinned buffers', () => {
     await s.synchronize();
   });
 
+  it('an upload skipped behind a failed op hands its detached buffer back to the host, bytes intact', async () => {
+    const seed = randomSeed();
+    const a = rng(seed).f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'skipped-up' });
+    const s = ctx.createStream({ label: 'doomed', nonBlocking: true });
+    const bad = ctx.kernel('@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n@compute @workgroup_size(1) fn main() { d[0] = nope; }', { label: 'bad' });
+    up.f32.set(a);
+    s.launch(bad, { bindings: [ctx.alloc(256)], workgroups: 1 });
+    const held = up.f32;
+    s.upload(up, ctx.alloc(1024)); // detached at the enqueue, then skipped: the launch fails
+    expect(held.length).toBe(0);
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError' });
+    await up.ready();
+    expect(firstMismatch(up.f32, a), `seed ${seed}`).toBeNull();
+  });
+
   it('a pinned buffer of the wrong kind is refused', () => {
     const s = ctx.createStream();
     const down = ctx.allocHost(64, 'download');
