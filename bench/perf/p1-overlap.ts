@@ -100,6 +100,11 @@ interface SizeRow {
   /** The same plan hand-written on raw WebGPU (no library), same run: what the platform allows. */
   raw: number;
   rawEfficiency: number;
+  /**
+   * Median over repeats of library time / raw WebGPU time within the same repeat (they run back to
+   * back): steadier than the ratio of medians where the host's speed drifts between repeats.
+   */
+  libOverRaw: number;
   host: number;
   gpu: number;
   ideal: number;
@@ -315,6 +320,7 @@ export const overlapGroup: PerfGroup = {
           ovl: tOvl,
           raw: tRaw,
           rawEfficiency: effOf(tRaw),
+          libOverRaw: median(samples.ovl.map((t, i) => t / samples.raw[i]!)),
           host: tHost,
           gpu: tGpu,
           ideal,
@@ -346,6 +352,7 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.ovlMs`] = round(r.ovl);
       figures[`${k}.rawMs`] = round(r.raw);
       figures[`${k}.rawEfficiency`] = round(r.rawEfficiency);
+      figures[`${k}.libOverRawPaired`] = round(r.libOverRaw);
       figures[`${k}.hostMs`] = round(r.host);
       figures[`${k}.gpuMs`] = round(r.gpu);
       figures[`${k}.chunks`] = planText(r.plan);
@@ -368,7 +375,7 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${num(r.rawEfficiency)})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : num(r.efficiency)} (sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${num(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
@@ -459,7 +466,7 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
   return {
     id: 'growth-size',
     title: 'Pipeline time vs data size',
-    columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'raw WebGPU ms', 'raw efficiency', 'sync ms/GiB', 'overlapped ms/GiB'],
+    columns: ['size', 'chunks', 'iterations', 'sync ms', 'overlapped ms', 'host ms', 'GPU ms', 'ideal ms', 'efficiency', 'speedup', 'raw WebGPU ms', 'raw efficiency', 'library / raw, paired', 'sync ms/GiB', 'overlapped ms/GiB'],
     rows: rows.map((r) => [
       sizeText(r.bytes),
       planText(r.plan),
@@ -473,6 +480,7 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
       round(r.speedup, 3),
       round(r.raw, 3),
       round(r.rawEfficiency, 3),
+      round(r.libOverRaw, 3),
       perGiB(r.sync, r.bytes),
       perGiB(r.ovl, r.bytes),
     ]),
