@@ -168,14 +168,18 @@ export class LibPipeline {
     for (const size of sizes) this.#grids.set(size, grid(size, 'computeIntensive'));
   }
 
+  /** Waits until the host owns `buf`, timing the wait into `st[into]` (no wait, no count). */
+  async #ready(buf: PinnedBuffer, st: RunStats, into: 'waitDown' | 'waitUp'): Promise<void> {
+    if (buf.isHostOwned) return;
+    const a = now();
+    await buf.ready();
+    st[into] += now() - a;
+    st.waits++;
+  }
+
   /** Waits for the slot's pending chunk to be back on the host and reads it out, timing both. */
   async #collect(slot: LibSlot, out: Float32Array, st: RunStats): Promise<void> {
-    if (!slot.down.isHostOwned) {
-      const a = now();
-      await slot.down.ready();
-      st.waitDown += now() - a;
-      st.waits++;
-    }
+    await this.#ready(slot.down, st, 'waitDown');
     const a = now();
     this.#readOut(slot, out);
     st.read += now() - a;
@@ -216,18 +220,8 @@ export class LibPipeline {
       // Wait for the group's slots first: no wait between this group's enqueues and its flush.
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
-        if (slot.pending >= 0 && !slot.down.isHostOwned) {
-          const a = now();
-          await slot.down.ready();
-          st.waitDown += now() - a;
-          st.waits++;
-        }
-        if (!slot.up.isHostOwned) {
-          const a = now();
-          await slot.up.ready();
-          st.waitUp += now() - a;
-          st.waits++;
-        }
+        if (slot.pending >= 0) await this.#ready(slot.down, st, 'waitDown');
+        await this.#ready(slot.up, st, 'waitUp');
         if (tl) tl[k] = [k, now() - t0, 0, 0];
       }
       // Then per chunk: fill and enqueue the upload, read the slot's previous result out, enqueue
@@ -469,8 +463,8 @@ export class RawPipeline {
     const tl = this.timeline;
     if (tl) tl.length = 0;
     const t0 = performance.now();
-    const readOut = async (slot: RawSlot): Promise<void> => {
-      await slot.downMap;
+    /** Reads the slot's previous result out; its read map has resolved (awaited before). */
+    const readOut = (slot: RawSlot): void => {
       slot.downMap = null;
       const k = slot.pending;
       const ce = chunks[k]!;
@@ -495,7 +489,7 @@ export class RawPipeline {
         // The order of LibPipeline.run: fill the upload, then read the previous result out.
         new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
         slot.up.unmap();
-        if (slot.pending >= 0) await readOut(slot);
+        if (slot.pending >= 0) readOut(slot);
         if (tl) tl[k]![2] = performance.now() - t0;
         this.#encodeChunk(enc, slot, ce);
       }
@@ -508,7 +502,11 @@ export class RawPipeline {
         if (tl) tl[k]![3] = performance.now() - t0;
       }
     }
-    for (let k = Math.max(0, C - ring); k < C; k++) await readOut(this.slots[k % ring]!);
+    for (let k = Math.max(0, C - ring); k < C; k++) {
+      const slot = this.slots[k % ring]!;
+      await slot.downMap;
+      readOut(slot);
+    }
     return performance.now() - t0;
   }
 
