@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../bench/browser';
 import { parseCliArgs, resultPaths } from '../bench/cli';
 import { GcLog } from '../bench/gc';
+import { balanceIterations } from '../bench/perf/balance';
+import { randomSeed, rng } from '../bench/reference';
 import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../bench/report';
 import type { SuiteResult } from '../bench/schema';
 import { serveDir, type StaticServer } from '../bench/serve';
@@ -306,5 +308,63 @@ describe('GcLog', () => {
     expect(log.between(t1 + 60_000, t1 + 120_000)).toEqual({ major: 0, minor: 0, ms: 0 });
     expect(log.describe([[t0, t1], [t1 + 60_000, t1 + 120_000]])).toMatch(/^\d+\/0 major \+ \d+\/0 minor \([\d.]+\/0\.0 ms\)$/);
     log.stop();
+  });
+});
+
+describe('balanceIterations (P1 and P5 host/GPU balance, pure logic on a fake cost)', () => {
+  /** A GPU whose time is fixed + per * it, times (1 + noise) with noise in [-amp, amp]. */
+  function fakeGpu(fixed: number, per: number, amp: number, seed: number): { gpuAt: (it: number) => Promise<number>; calls: number[] } {
+    const r = rng(seed);
+    const calls: number[] = [];
+    return {
+      calls,
+      gpuAt: async (it: number) => {
+        calls.push(it);
+        return (fixed + per * it) * (1 + amp * (2 * r.next() - 1));
+      },
+    };
+  }
+
+  it('balances when the first probe is inside the noise (the 65536-iteration fit on the H100, 1642417)', async () => {
+    // 16 MiB on the H100: ~0.5 ms fixed, 1.19 us per iteration, host 3.14 ms. 256 iterations add
+    // 0.3 ms: with 10% noise a 2-point fit on (1, 256) can put the slope anywhere. (Over 3000
+    // seeds the worst true error here was 16%; with 20% noise, 32%.)
+    const seed = randomSeed();
+    const g = fakeGpu(0.5, 0.00119, 0.1, seed);
+    const bal = await balanceIterations(g.gpuAt, 3.14, { probeIterations: 256, maxIterations: 1 << 16 });
+    const truth = 0.5 + 0.00119 * bal.iterations;
+    expect(Math.abs(truth - 3.14) / 3.14, `seed ${seed}: ${JSON.stringify(bal.probes)}`).toBeLessThan(0.25);
+    expect(bal.reachable, `seed ${seed}`).toBe(true);
+    expect(g.calls.length, `seed ${seed}`).toBeLessThanOrEqual(12);
+  });
+
+  it('comes back down from an overshoot, which the old upward-only refinement could not', async () => {
+    const g = fakeGpu(0.5, 0.00119, 0, 1);
+    const bal = await balanceIterations(g.gpuAt, 3.14, { probeIterations: 256, maxIterations: 1 << 16, start: 1 << 16 });
+    expect(Math.abs(bal.gpuMs - 3.14) / 3.14).toBeLessThanOrEqual(0.08);
+    expect(bal.iterations).toBeGreaterThan(2000);
+    expect(bal.iterations).toBeLessThan(2400);
+  });
+
+  it('converges exactly on a noiseless linear cost', async () => {
+    const g = fakeGpu(2, 0.01, 0, 1);
+    const bal = await balanceIterations(g.gpuAt, 50, { probeIterations: 8, maxIterations: 1 << 16 });
+    expect(bal.iterations).toBe(4800);
+    expect(bal.model.perIterationMs).toBeCloseTo(0.01, 9);
+    expect(bal.model.fixedMs).toBeCloseTo(2, 6);
+  });
+
+  it('says when balance is out of reach, either way', async () => {
+    const slow = await balanceIterations(fakeGpu(10, 1, 0, 1).gpuAt, 5, { probeIterations: 8, maxIterations: 256 });
+    expect(slow).toMatchObject({ iterations: 1, reachable: false });
+    const fast = await balanceIterations(fakeGpu(0.1, 0.001, 0, 1).gpuAt, 50, { probeIterations: 8, maxIterations: 256 });
+    expect(fast).toMatchObject({ iterations: 256, reachable: false });
+  });
+
+  it('keeps a start that is within the tolerance without re-solving', async () => {
+    const g = fakeGpu(0, 0.01, 0, 1);
+    const bal = await balanceIterations(g.gpuAt, 10.4, { probeIterations: 8, maxIterations: 1 << 16, start: 1000, model: { fixedMs: 0, perIterationMs: 0.02 } });
+    expect(bal.iterations).toBe(1000);
+    expect(g.calls).toEqual([1000]);
   });
 });

@@ -23,6 +23,7 @@ import {
   type PerfOptions,
   type PerfTable,
 } from './common';
+import { balanceIterations } from './balance';
 import { traceDiagnosis } from './p1-diag';
 import { GcLog } from '../gc';
 import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, planText, type ChunkPlan, type RunStats } from './pipeline';
@@ -176,37 +177,20 @@ export const overlapGroup: PerfGroup = {
           await probe.gpuOnly(sync.up, sync.down); // compiles this override value
           return minOf(2, async () => (await probe.gpuOnly(sync.up, sync.down)).ms);
         };
-        if (si === 0) {
-          const g1 = await gpuAt(1);
-          // Where 1 iteration already outlasts the host work there is nothing to fit: stay at 1.
-          const g2 = g1 >= host ? g1 * p.probeIterations : await gpuAt(p.probeIterations);
-          perElemB = Math.max(1e-12, (g2 - g1) / (p.probeIterations - 1) / n);
-          perElemA = Math.max(0, g1 / n - perElemB);
+        // The first size fits the cost model; later sizes keep its iterations (so the growth
+        // table compares equal work per byte) unless host and GPU work drifted >25% apart.
+        const bal = await balanceIterations(gpuAt, host, {
+          probeIterations: p.probeIterations,
+          maxIterations: p.maxIterations,
+          ...(keptIterations ? { start: keptIterations, model: { fixedMs: perElemA * n, perIterationMs: perElemB * n } } : {}),
+        });
+        if (!keptIterations) {
+          perElemA = bal.model.fixedMs / n;
+          perElemB = bal.model.perIterationMs / n;
         }
-        const solve = (): number => Math.max(1, Math.min(p.maxIterations, Math.round((host / n - perElemA) / perElemB)));
-        // Same iterations at every size (so the growth table compares equal work per byte),
-        // unless host and GPU work drifted more than 25% apart at this size.
-        let iterations = keptIterations || solve();
-        let gpu = await gpuAt(iterations);
-        let rebalanced = false;
-        if (keptIterations && Math.abs(gpu - host) > 0.25 * host) {
-          iterations = solve();
-          gpu = await gpuAt(iterations);
-          rebalanced = true;
-        }
-        // Refine (the kernel's fixed memory pass is not quite linear, and a busy host moves the
-        // host time): the secant through the last two points, at most 4 steps, until within 8%.
-        let prevPt: [number, number] | null = null;
-        for (let step = 0; step < 4 && Math.abs(gpu - host) > 0.08 * host && iterations < p.maxIterations && host / n > perElemA; step++) {
-          const slope = prevPt && iterations !== prevPt[0] ? (gpu - prevPt[1]) / (iterations - prevPt[0]) : (gpu - perElemA * n) / iterations;
-          const next = slope > 0 ? Math.round(iterations + (host - gpu) / slope) : Math.round((iterations * host) / Math.max(gpu, 1e-6));
-          const clamped = Math.max(1, Math.min(p.maxIterations, 4 * iterations, Math.max(Math.ceil(iterations / 4), next)));
-          if (clamped === iterations) break;
-          prevPt = [iterations, gpu];
-          iterations = clamped;
-          gpu = await gpuAt(iterations);
-          rebalanced = rebalanced || keptIterations !== 0;
-        }
+        const iterations = bal.iterations;
+        const gpu = bal.gpuMs;
+        const rebalanced = keptIterations !== 0 && iterations !== keptIterations;
         if (!keptIterations) keptIterations = iterations;
         const balance = `host ${num(host)} ms, GPU ${num(gpu)} ms at ${iterations} iterations${rebalanced ? ' (rebalanced at this size)' : ''}`;
         sync.iterations = iterations;

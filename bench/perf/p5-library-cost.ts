@@ -26,7 +26,7 @@ import {
   type PerfOptions,
 } from './common';
 import { OpBench, type OpCost } from './ops';
-import { balanceIterations, checkPipelineOutput, LibPipeline, makePlan, planText, RawPipeline, type ChunkPlan } from './pipeline';
+import { balancePipeline, checkPipelineOutput, LibPipeline, makePlan, planText, RawPipeline, type ChunkPlan } from './pipeline';
 
 interface Params {
   bytes: number;
@@ -67,7 +67,7 @@ export const libraryCostGroup: PerfGroup = {
       const outRaw = new Float32Array(n);
       const checks: Check[] = [];
       const basePlan: ChunkPlan = makePlan(n, p.chunks, p.ring, 1);
-      const bal = await balanceIterations(ctx, basePlan, input, { probeIterations: p.probeIterations, maxIterations: p.maxIterations });
+      const bal = await balancePipeline(ctx, basePlan, input, { probeIterations: p.probeIterations, maxIterations: p.maxIterations });
       const plan: ChunkPlan = { ...basePlan, iterations: bal.iterations };
       const lib = new LibPipeline(ctx, plan, 'lib');
       const raw = new RawPipeline(ctx, plan);

@@ -19,6 +19,7 @@ import type { Check } from '../scenarios/common';
 import { grid } from '../scenarios/common';
 import { BufferUsage as Usage, MapMode as MapFlag } from '../../src/index';
 import { num, sampleIndices } from './common';
+import { balanceIterations } from './balance';
 
 /** How the data is cut. */
 const now = (): number => performance.now();
@@ -613,10 +614,9 @@ export function checkPipelineOutput(what: string, out: Float32Array, src: Float3
 
 /**
  * Finds the kernel iterations that make the pipeline's GPU work (copies + kernels, measured
- * alone) about equal to its host work (fill + read-out, measured alone): a linear fit from two
- * probes, then one refinement at the solution.
+ * alone) about equal to its host work (fill + read-out, measured alone), with `balanceIterations`.
  */
-export async function balanceIterations(
+export async function balancePipeline(
   ctx: Context,
   plan: ChunkPlan,
   input: Float32Array,
@@ -639,23 +639,9 @@ export async function balanceIterations(
       await pipe.gpuOnly(sync.up, sync.down);
       return min(2, async () => (await pipe.gpuOnly(sync.up, sync.down)).ms);
     };
-    const g1 = await gpuAt(1);
-    if (g1 >= host) return { iterations: 1, hostMs: host, gpuMs: g1, note: `not balanceable: GPU ${num(g1)} ms at 1 iteration, host ${num(host)} ms` };
-    const g2 = await gpuAt(o.probeIterations);
-    let b = Math.max(1e-12, (g2 - g1) / (o.probeIterations - 1));
-    const a = Math.max(0, g1 - b);
-    const solve = (): number => Math.max(1, Math.min(o.maxIterations, Math.round((host - a) / b)));
-    let iterations = solve();
-    let gpu = await gpuAt(iterations);
-    if (Math.abs(gpu - host) > 0.1 * host && host > a) {
-      b = Math.max(1e-12, (gpu - a) / iterations);
-      const next = solve();
-      if (next !== iterations) {
-        iterations = next;
-        gpu = await gpuAt(iterations);
-      }
-    }
-    return { iterations, hostMs: host, gpuMs: gpu, note: `balanced: host ${num(host)} ms, GPU ${num(gpu)} ms` };
+    const bal = await balanceIterations(gpuAt, host, { ...o, tolerance: 0.1 });
+    const what = `host ${num(host)} ms, GPU ${num(bal.gpuMs)} ms`;
+    return { iterations: bal.iterations, hostMs: host, gpuMs: bal.gpuMs, note: bal.reachable ? `balanced: ${what}` : `not balanceable: ${what} at ${bal.iterations} iteration(s)` };
   } finally {
     await pipe.destroy();
     await sync.destroy();
