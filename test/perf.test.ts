@@ -83,6 +83,19 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     expect(validatePerfResult(JSON.parse(JSON.stringify(result)))).toEqual([]);
   });
 
+  it('P1 reports the host-thread bound: the WebGPU calls on the host thread, and the efficiency they leave', () => {
+    const f = result.metrics.find((m) => m.id === 'P1')!.figures;
+    const sizes = Object.keys(f).filter((k) => k.endsWith('.apiMs')).map((k) => k.slice(0, -'.apiMs'.length));
+    expect(sizes.length).toBeGreaterThan(0);
+    for (const k of sizes) {
+      // The overlapped run enqueues and flushes every chunk: its calls take time.
+      expect(f[`${k}.apiMs`] as number, k).toBeGreaterThan(0);
+      const b = f[`${k}.hostThreadBoundEfficiency`] as number;
+      // NaN (null in JSON) where sync - ideal is too small to rate; else at most 1.
+      if (b !== null && !Number.isNaN(b)) expect(b, k).toBeLessThanOrEqual(1);
+    }
+  });
+
   it('P4 keeps the weights in exactly two slots', () => {
     const f = result.metrics.find((m) => m.id === 'P4')!.figures;
     expect(f['weightsMemoryBytes']).toBe(2 * (f['layerBytes'] as number));
