@@ -106,7 +106,7 @@ export const libraryCostGroup: PerfGroup = {
             detail:
               `${sizeText(bytes)} in ${planText(plan)}, ${plan.iterations} iterations (${bal.note}): ` +
               `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)` +
-              (chunkCost ? `; host time per chunk (enqueue + flush vs encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us` : ''),
+              (chunkCost ? `; host time per chunk (enqueue + flush vs unmap + encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us` : ''),
             figures: {
               seed,
               bytes,

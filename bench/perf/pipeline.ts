@@ -528,7 +528,7 @@ export class RawPipeline {
   /**
    * One chunk (the plan's first) through slot 0 with the host waiting for nothing it does not
    * need: waits for the previous round's maps, fills, encodes, submits, maps. Returns the host
-   * time of encode + submit + mapAsync calls, ms.
+   * time of unmap + encode + submit + mapAsync calls, ms.
    */
   async encodeOneChunk(src: Float32Array): Promise<number> {
     const slot = this.slots[0]!;
@@ -544,8 +544,9 @@ export class RawPipeline {
       slot.upMap = null;
     }
     new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(0, ce));
-    slot.up.unmap();
+    // Timed from the unmap: the library's upload() unmaps too, inside its enqueue.
     const t0 = performance.now();
+    slot.up.unmap();
     const enc = this.device.createCommandEncoder();
     this.#encodeChunk(enc, slot, ce);
     this.device.queue.submit([enc.finish()]);
