@@ -11,6 +11,8 @@ import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapter
 import { parseCliArgs, resultPaths } from '../bench/cli';
 import { GcLog } from '../bench/gc';
 import { balanceIterations } from '../bench/perf/balance';
+import { createNoopDevice, type NoopBuffer, type NoopCommand } from '../bench/perf/noop-device';
+import { checkNoopChunk, noopChunkCost } from '../bench/perf/p5-library-cost';
 import { randomSeed, rng } from '../bench/reference';
 import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../bench/report';
 import type { SuiteResult } from '../bench/schema';
@@ -366,5 +368,32 @@ describe('balanceIterations (P1 and P5 host/GPU balance, pure logic on a fake co
     const bal = await balanceIterations(g.gpuAt, 10.4, { probeIterations: 8, maxIterations: 1 << 16, start: 1000, model: { fixedMs: 0, perIterationMs: 0.02 } });
     expect(bal.iterations).toBe(1000);
     expect(g.calls).toEqual([1000]);
+  });
+});
+
+describe('the no-op device (the library\'s own host cost per chunk, P5)', () => {
+  it('runs the chunk loop, checks what the library encoded, and reports microseconds', async () => {
+    const r = await noopChunkCost(20);
+    expect(r.check.ok, r.check.mismatch).toBe(true);
+    expect(r.check.detail).toMatch(/200 chunks encoded copy\(up -> in\), dispatch\(64\), copy\(out -> down\), submit/);
+    expect(r.us).toBeGreaterThan(0);
+    expect(r.roundUs).toBeGreaterThanOrEqual(r.us);
+  });
+
+  it('rejects an encoding that is out of order, on the wrong buffers, or the wrong size', () => {
+    const { device } = createNoopDevice();
+    const [up, din, dout, down] = [0, 1, 2, 3].map(() => device.createBuffer({ size: 64, usage: 0 })) as unknown as NoopBuffer[];
+    const good: NoopCommand[] = [
+      { kind: 'copy', src: up!, dst: din!, size: 64 },
+      { kind: 'dispatch', bindGroup: null, x: 4 },
+      { kind: 'copy', src: dout!, dst: down!, size: 64 },
+      { kind: 'submit' },
+    ];
+    const g = (b: NoopBuffer | undefined): GPUBuffer => b as unknown as GPUBuffer;
+    expect(checkNoopChunk(good, g(up), g(din), g(dout), g(down), 64, 4)).toBe('');
+    expect(checkNoopChunk([good[1]!, good[0]!, good[2]!, good[3]!], g(up), g(din), g(dout), g(down), 64, 4)).toMatch(/expected copy, dispatch, copy, submit/);
+    expect(checkNoopChunk(good, g(up), g(dout), g(din), g(down), 64, 4)).toMatch(/upload copied the wrong/);
+    expect(checkNoopChunk(good, g(up), g(din), g(dout), g(down), 32, 4)).toMatch(/wrong buffers or size/);
+    expect(checkNoopChunk(good, g(up), g(din), g(dout), g(down), 64, 8)).toMatch(/dispatched 4 workgroups, expected 8/);
   });
 });

@@ -8,6 +8,7 @@
  *   encoder, one submit) for comparison.
  */
 import type { Context } from '../../src/index';
+import { createContext } from '../../src/index';
 import { grid } from '../scenarios/common';
 import type { Check } from '../scenarios/common';
 import {
@@ -25,6 +26,7 @@ import {
   type PerfMetric,
   type PerfOptions,
 } from './common';
+import { createNoopDevice, type NoopCommand } from './noop-device';
 import { OpBench, type OpCost } from './ops';
 import { balancePipeline, checkPipelineOutput, LibPipeline, makePlan, planText, RawPipeline, type ChunkPlan } from './pipeline';
 
@@ -106,7 +108,10 @@ export const libraryCostGroup: PerfGroup = {
             detail:
               `${sizeText(bytes)} in ${planText(plan)}, ${plan.iterations} iterations (${bal.note}): ` +
               `library ${num(tLib)} ms, raw ${num(tRaw)} ms (medians of ${p.repeats}, interleaved)` +
-              (chunkCost ? `; host time per chunk (enqueue + flush vs unmap + encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us` : ''),
+              (chunkCost
+                ? `; host time per chunk (enqueue + flush vs unmap + encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us; ` +
+                  `the library's own JavaScript on a no-op device: ${num(chunkCost.noopUs)} us per chunk (${num(chunkCost.noopRoundUs)} us with completion and ready())`
+                : ''),
             figures: {
               seed,
               bytes,
@@ -117,7 +122,7 @@ export const libraryCostGroup: PerfGroup = {
               rawMs: round(tRaw),
               libSamples: samples.lib.map((x) => round(x, 3)).join(' '),
               rawSamples: samples.raw.map((x) => round(x, 3)).join(' '),
-              ...(chunkCost ? { chunkHostLibUs: round(chunkCost.libUs), chunkHostLibEnqueueUs: round(chunkCost.libEnqueueUs), chunkHostLibFlushUs: round(chunkCost.libFlushUs), chunkHostRawUs: round(chunkCost.rawUs) } : {}),
+              ...(chunkCost ? { chunkHostLibUs: round(chunkCost.libUs), chunkHostLibEnqueueUs: round(chunkCost.libEnqueueUs), chunkHostLibFlushUs: round(chunkCost.libFlushUs), chunkHostRawUs: round(chunkCost.rawUs), chunkNoopDeviceUs: round(chunkCost.noopUs), chunkNoopDeviceRoundUs: round(chunkCost.noopRoundUs) } : {}),
             },
             checks: chunkCost ? [...checks, ...chunkCost.checks] : checks,
             seed,
@@ -208,6 +213,12 @@ interface ChunkHostCost {
   libFlushUs: number;
   /** The same by hand: encode + submit + the two mapAsync calls, us. */
   rawUs: number;
+  /**
+   * The library's own JavaScript per chunk, on a device whose calls cost nothing
+   * (`noop-device.ts`): enqueue + flush, and the whole round with completion and `ready()`.
+   */
+  noopUs: number;
+  noopRoundUs: number;
   checks: Check[];
 }
 
@@ -267,5 +278,73 @@ async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promis
   }
   const e = median(enq) * 1000;
   const f = median(fl) * 1000;
-  return { libUs: e + f, libEnqueueUs: e, libFlushUs: f, rawUs: median(rawT) * 1000, checks };
+  const noop = await noopChunkCost(rounds);
+  checks.push(noop.check);
+  return { libUs: e + f, libEnqueueUs: e, libFlushUs: f, rawUs: median(rawT) * 1000, noopUs: noop.us, noopRoundUs: noop.roundUs, checks };
+}
+
+/**
+ * The same chunk loop on a no-op device: what the library's JavaScript costs per chunk with no
+ * driver under it. Checked by what it encoded: per chunk exactly copy(up -> in), dispatch,
+ * copy(out -> down), submit.
+ */
+export async function noopChunkCost(rounds: number): Promise<{ us: number; roundUs: number; check: Check }> {
+  const { device, log } = createNoopDevice();
+  const ctx = await createContext({ device, timing: false });
+  const ce = 16 * 1024;
+  const cb = ce * 4;
+  const s = ctx.createStream({ label: 'noop chunk', nonBlocking: true });
+  const up = ctx.allocHost(cb, 'upload', { label: 'noop.up' });
+  const down = ctx.allocHost(cb, 'download', { label: 'noop.down' });
+  const din = ctx.alloc(cb, { label: 'noop.in' });
+  const dout = ctx.alloc(cb, { label: 'noop.out' });
+  const k = ctx.kernels.computeIntensive;
+  const workgroups = grid(ce, 'computeIntensive');
+  const times: number[] = [];
+  const roundTimes: number[] = [];
+  // More rounds than on the GPU: each is a few microseconds. The first fifth warms up the JIT.
+  const n = Math.max(200, rounds * 10);
+  let bad = '';
+  try {
+    // A first launch waits for its pipeline's validation (an error scope): let that settle.
+    s.launch(k, { bindings: [din, dout], workgroups, constants: { iterations: 1 } });
+    await s.synchronize();
+    for (let i = 0; i < n; i++) {
+      const tr = performance.now();
+      await up.ready();
+      await down.ready();
+      log.length = 0;
+      const t0 = performance.now();
+      s.upload(up, din);
+      s.launch(k, { bindings: [din, dout], workgroups, constants: { iterations: 1 } });
+      s.download(dout, down);
+      ctx.flush();
+      const t1 = performance.now();
+      if (i >= n / 5) {
+        times.push(t1 - t0);
+        roundTimes.push(t1 - tr);
+      }
+      if (!bad) {
+        const wrong = checkNoopChunk(log, up.buffer, din.buffer, dout.buffer, down.buffer, cb, workgroups[0]);
+        if (wrong) bad = `chunk ${i}: ${wrong}`;
+      }
+    }
+    await down.ready();
+  } finally {
+    s.destroy();
+    for (const b of [up, down, din, dout]) b.destroy();
+    ctx.destroy();
+  }
+  const detail = `no-op device: ${n} chunks encoded copy(up -> in), dispatch(${workgroups[0]}), copy(out -> down), submit`;
+  return { us: median(times) * 1000, roundUs: median(roundTimes) * 1000, check: bad ? { ok: false, detail, mismatch: bad } : { ok: true, detail } };
+}
+
+export function checkNoopChunk(log: NoopCommand[], up: GPUBuffer, din: GPUBuffer, dout: GPUBuffer, down: GPUBuffer, bytes: number, x: number): string {
+  const want = ['copy', 'dispatch', 'copy', 'submit'];
+  if (log.map((c) => c.kind).join(',') !== want.join(',')) return `encoded ${log.map((c) => c.kind).join(', ') || 'nothing'}, expected ${want.join(', ')}`;
+  const [a, d, b] = log as [NoopCommand & { kind: 'copy' }, NoopCommand & { kind: 'dispatch' }, NoopCommand & { kind: 'copy' }];
+  if ((a.src as unknown) !== up || (a.dst as unknown) !== din || a.size !== bytes) return 'the upload copied the wrong buffers or size';
+  if (d.x !== x) return `dispatched ${d.x} workgroups, expected ${x}`;
+  if ((b.src as unknown) !== dout || (b.dst as unknown) !== down || b.size !== bytes) return 'the download copied the wrong buffers or size';
+  return '';
 }
