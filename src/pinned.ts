@@ -108,10 +108,36 @@ export class PinnedBuffer {
   ready(): Promise<void> {
     if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, { op: 'ready' }));
     if (this.isHostOwned) return Promise.resolve();
-    return new Promise((resolve, reject) => {
+    const p = new Promise<void>((resolve, reject) => {
       this.#waiters.push(resolve);
       this.#failWaiters.push(reject);
     });
+    // Unmapped by `unmap()` and not in GPU use: nothing else will map it back.
+    if (this.state === 'unmapped' && this.claims === 0) this.map().catch(() => {});
+    return p;
+  }
+
+  /**
+   * Gives up the host's mapping now, when the host is done with the views: they detach (length 0)
+   * until `await ready()` maps the buffer back, contents kept. Does nothing unless the host owns
+   * the buffer (an op using it unmaps it anyway).
+   *
+   * Why: in Node (and Chrome), V8 counts each mapped range as external memory and starts a major GC
+   * whenever that grows 64 MiB above its low point. A ring of large download buffers left mapped
+   * after their read-out can cross that step; unmapping each after reading it, as hand-written
+   * WebGPU does, keeps one range attached at a time (BENCHMARKS.md, "Mapped ranges and V8's GC").
+   *
+   * @example
+   * await down.ready();
+   * out.set(down.f32);
+   * down.unmap(); // the next download into it needs no unmap, and V8 sees the memory go
+   */
+  unmap(): void {
+    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'unmap' });
+    if (!this.isHostOwned) return;
+    this.#views = null;
+    this.buffer.unmap();
+    this.state = 'unmapped';
   }
 
   /** Frees the buffer once no op uses it. Idempotent; later use throws `DestroyedError`. */
@@ -206,6 +232,9 @@ export class PinnedBuffer {
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id > h.id) h = c;
+      if (!h && this.state === 'unmapped') {
+        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, { op: 'view' });
+      }
       const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
         `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued before that op, or use another buffer`,

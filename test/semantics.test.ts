@@ -463,6 +463,48 @@ describe('pinned buffers', () => {
     expect(firstMismatch(up.f32, a), `seed ${seed}`).toBeNull();
   });
 
+  it('unmap() lets the host mapping go: views detach, ready() maps it back with its bytes, ops use it as before', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const a = r.f32Array(256);
+    const b = r.f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'unmap-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'unmap-down' });
+    const d = ctx.alloc(1024);
+    const s = ctx.createStream({ label: 'unmap' });
+    up.f32.set(a);
+    s.upload(up, d);
+    s.download(d, down);
+    await down.ready();
+    expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
+    // Done reading: the range detaches, and the views refuse with a hint until ready().
+    const held = down.f32;
+    down.unmap();
+    expect(held.length).toBe(0);
+    expect(() => down.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringContaining('await pinned.ready()') }));
+    down.unmap(); // idempotent
+    await down.ready();
+    expect(firstMismatch(down.f32, a), `contents kept, seed ${seed}`).toBeNull();
+    // Unmapped and then used by an op: the op needs no mapping, and the buffer comes back after it.
+    down.unmap();
+    await up.ready();
+    up.f32.set(b);
+    up.unmap(); // an upload of an unmapped buffer uploads what was written before
+    s.upload(up, d);
+    s.download(d, down);
+    await s.synchronize();
+    await down.ready();
+    expect(firstMismatch(down.f32, b), `seed ${seed}`).toBeNull();
+    // While an op uses it, unmap() does nothing: the op hands it back.
+    s.download(d, down);
+    down.unmap();
+    await s.synchronize();
+    await down.ready();
+    expect(firstMismatch(down.f32, b), `seed ${seed}`).toBeNull();
+    down.destroy();
+    expect(() => down.unmap()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+  });
+
   it('a pinned buffer of the wrong kind is refused', () => {
     const s = ctx.createStream();
     const down = ctx.allocHost(64, 'download');

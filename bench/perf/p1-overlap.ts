@@ -270,7 +270,7 @@ export const overlapGroup: PerfGroup = {
             },
             host: async ({ last }) => {
               const ms = await ovl.hostOnly(input, outOvl);
-              if (last) checks.push(checkHostOnly(ovl, input, outOvl, `${label} host-only`));
+              if (last) checks.push(await checkHostOnly(ovl, input, outOvl, `${label} host-only`));
               return ms;
             },
             gpu: async ({ last }) => {
@@ -415,13 +415,14 @@ export const overlapGroup: PerfGroup = {
 };
 
 /** After `hostOnly`, the ring's upload buffers hold the last chunks of src and `out` the download buffers' contents. */
-function checkHostOnly(pipe: LibPipeline, src: Float32Array, out: Float32Array, what: string): Check {
+async function checkHostOnly(pipe: LibPipeline, src: Float32Array, out: Float32Array, what: string): Promise<Check> {
   const { ring, chunks } = pipe.plan;
   const C = chunks.length;
   for (let k = Math.max(0, C - ring); k < C; k++) {
     const slot = pipe.slots[k % ring]!;
     const ce = chunks[k]!;
     const off = pipe.offsets[k]!;
+    await slot.down.ready(); // unmapped after the pass (LibPipeline.hostOnly); contents kept
     if (!slot.up.isHostOwned || !slot.down.isHostOwned) return { ok: false, detail: what, mismatch: `${what}: ring buffers not host-owned after the run` };
     const a = checkBytes(`${what} fill chunk ${k}`, bytesOf(slot.up).subarray(0, ce * 4), bytesOfArray(src.subarray(off, off + ce)));
     if (!a.ok) return a;
