@@ -10,6 +10,9 @@
  *
  * `--ramp L` cuts the first and last chunk into pieces down to 1/2^L, as P1's ramped plans do.
  * `--raw-first` makes the raw pipeline's buffers before the library's (default: the library's first).
+ * `--memcpy-ab R` (default 0: off) times R rounds of the same memcpy into and out of the library's
+ * pinned buffers and into and out of raw mapped buffers, in a shuffled order per round: whether the
+ * buffers, rather than the code around them, make the library's fill and read-out slower.
  *
  * Writes diag-host.json to --out when given.
  */
@@ -129,6 +132,102 @@ async function copyBandwidth(ctx: Context, total: number, pieces: number[], repe
   return rows;
 }
 
+/**
+ * Fill (JS -> mapped upload buffer) and read-out (mapped read-back buffer -> JS) of `bytes`, on the
+ * library's pinned buffers and on raw WebGPU buffers. Views are made before the timer, so only the
+ * memcpy is timed. The four blocks run in a seeded shuffled order each round, so that no variant
+ * always follows the same one (with a fixed order, SwiftShader showed 5-8% that followed the
+ * position, not the buffer). Each variant's last read-out is checked against the source.
+ */
+async function memcpyAB(ctx: Context, bytes: number, rounds: number): Promise<{ rows: Record<string, string>[]; ok: boolean; detail: string }> {
+  const d = ctx.device;
+  const n = bytes / 4;
+  const src = randomF32(13, n);
+  const out = new Float32Array(n);
+  // The read-outs copy from one device buffer holding the source: through a stream into the pinned
+  // buffer, and by hand into the raw one.
+  const dev = ctx.alloc(bytes, { label: 'memcpy-ab.src' });
+  d.queue.writeBuffer(dev.buffer, 0, src.buffer as ArrayBuffer, src.byteOffset, src.byteLength);
+  const stream = ctx.createStream({ label: 'memcpy-ab', nonBlocking: true });
+  const up = ctx.allocHost(bytes, 'upload', { label: 'memcpy-ab.pinned-up' });
+  const down = ctx.allocHost(bytes, 'download', { label: 'memcpy-ab.pinned-down' });
+  const rawUp = d.createBuffer({ size: bytes, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: 'memcpy-ab.raw-up' });
+  rawUp.unmap();
+  const rawDown = d.createBuffer({ size: bytes, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: 'memcpy-ab.raw-down' });
+  const t: Record<string, number[]> = { 'library fill': [], 'raw fill': [], 'library read-out': [], 'raw read-out': [] };
+  const bad: string[] = [];
+  const check = (what: string): void => {
+    for (let i = 0; i < n; i++) {
+      if (out[i] !== src[i]) {
+        bad.push(`${what}: element ${i} is ${out[i]}, expected ${src[i]}`);
+        return;
+      }
+    }
+  };
+  const blocks: [string, (last: boolean) => Promise<void>][] = [
+    ['library fill', async () => {
+      await up.ready();
+      const v = up.f32;
+      const a = performance.now();
+      v.set(src);
+      t['library fill']!.push(performance.now() - a);
+      up.unmap();
+    }],
+    ['raw fill', async () => {
+      await rawUp.mapAsync(MapMode.WRITE);
+      const v = new Float32Array(rawUp.getMappedRange());
+      const a = performance.now();
+      v.set(src);
+      t['raw fill']!.push(performance.now() - a);
+      rawUp.unmap();
+    }],
+    ['library read-out', async (last) => {
+      stream.download(dev, down);
+      await stream.synchronize();
+      await down.ready();
+      const v = down.f32;
+      out.fill(0);
+      const a = performance.now();
+      out.set(v);
+      t['library read-out']!.push(performance.now() - a);
+      if (last) check('library read-out');
+      down.unmap();
+    }],
+    ['raw read-out', async (last) => {
+      const e = d.createCommandEncoder();
+      e.copyBufferToBuffer(dev.buffer, 0, rawDown, 0, bytes);
+      d.queue.submit([e.finish()]);
+      await rawDown.mapAsync(MapMode.READ);
+      const v = new Float32Array(rawDown.getMappedRange());
+      out.fill(0);
+      const a = performance.now();
+      out.set(v);
+      t['raw read-out']!.push(performance.now() - a);
+      if (last) check('raw read-out');
+      rawDown.unmap();
+    }],
+  ];
+  let seed = 0x9e3779b9;
+  const rnd = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
+  for (let r = 0; r < rounds; r++) {
+    const order = blocks.map((b) => [rnd(), b] as const).sort((x, y) => x[0] - y[0]).map((x) => x[1]);
+    for (const [, f] of order) await f(r === rounds - 1);
+  }
+  stream.destroy();
+  up.destroy();
+  down.destroy();
+  rawUp.destroy();
+  rawDown.destroy();
+  dev.destroy();
+  const skip = Math.min(5, Math.floor(rounds / 4));
+  const rows = Object.entries(t).map(([what, v]) => {
+    const w = v.slice(skip);
+    const m = median(w);
+    return { what, 'median ms': num(m), 'min ms': num(Math.min(...w)), 'GB/s (median)': num(bytes / 1e6 / m) };
+  });
+  return { rows, ok: bad.length === 0, detail: bad.length ? bad.join('; ') : `both read-outs equal the source (${n} floats)` };
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -138,6 +237,7 @@ async function main(): Promise<void> {
       batch: { type: 'string', default: '1' },
       ramp: { type: 'string', default: '0' },
       'raw-first': { type: 'boolean', default: false },
+      'memcpy-ab': { type: 'string', default: '0' },
       repeats: { type: 'string', default: '5' },
       iterations: { type: 'string', default: '0' },
       copyTotal: { type: 'string', default: '256' },
@@ -163,6 +263,15 @@ async function main(): Promise<void> {
     const copyRows = await copyBandwidth(ctx, total, [...new Set([256 * 1024, MiB, 4 * MiB, 16 * MiB, 64 * MiB, 96 * MiB, 128 * MiB, 256 * MiB, total])].filter((p) => p <= total && total % p === 0), 3);
     console.table(copyRows);
     result['copy'] = copyRows;
+  }
+  const abRounds = Number(values['memcpy-ab']);
+  if (abRounds > 0) {
+    const ab = await memcpyAB(ctx, Math.min(bytes, 16 * MiB), abRounds);
+    console.log(`\nmemcpy on the library's pinned buffers vs raw mapped buffers, ${abRounds} rounds in shuffled order (${num(Math.min(bytes, 16 * MiB) / MiB)} MiB):`);
+    console.table(ab.rows);
+    console.log(`verified: ${ab.ok ? '' : 'MISMATCH: '}${ab.detail}`);
+    result['memcpyAB'] = ab;
+    if (!ab.ok) process.exitCode = 1;
   }
   if (values.pipeline !== 'yes') {
     if (values.out) writeFileSync(join(values.out, 'diag-host.json'), JSON.stringify(result, null, 1));

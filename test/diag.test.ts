@@ -54,6 +54,15 @@ describe('diagnostics', () => {
     expect(Object.keys(json.pipeline[0]!.libDawn)).toContain('queue.submit');
   }, 180_000);
 
+  it('diag-host --memcpy-ab times the same memcpy on pinned and raw buffers, shuffled, and checks the read-outs', () => {
+    const file = build('cli-diag-host');
+    const run = spawnSync(process.execPath, [file, '--mib', '1', '--copy', 'no', '--pipeline', 'no', '--memcpy-ab', '6'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/memcpy on the library's pinned buffers vs raw mapped buffers, 6 rounds in shuffled order \(1\.0+ MiB\)/);
+    for (const what of ['library fill', 'raw fill', 'library read-out', 'raw read-out']) expect(run.stdout).toContain(`'${what}'`);
+    expect(run.stdout).toMatch(/verified: both read-outs equal the source \(262144 floats\)/);
+  }, 120_000);
+
   it('diag-latency times back-to-back submits after idle periods', () => {
     const file = build('cli-diag-latency');
     const run = spawnSync(process.execPath, [file, '--elements', '4096', '--iterations', '2', '--repeats', '1', '--idle', '0,2'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
