@@ -116,7 +116,10 @@ interface SizeRow {
    * run on the same thread as the host work, so they add to it.
    */
   apiMs: number;
-  /** max(host + apiMs, GPU): the best one host thread can do; and the efficiency it would give. */
+  /**
+   * max(host + apiMs, GPU): an estimate of the best one host thread can do, and the efficiency it
+   * would give. An estimate: the host time is the median of a separate host-only pass, so noisy.
+   */
   bound: number;
   boundEfficiency: number;
   speedup: number;
