@@ -244,6 +244,9 @@ export const overlapGroup: PerfGroup = {
         const cache = new Map<number, number>();
         const label = sizeText(bytes);
         const gcSpans: Record<'ovl' | 'raw', [number, number][]> = { ovl: [], raw: [] };
+        // Fill and read-out of the timed runs, library and raw WebGPU, timed alike (see RawPipeline.stats).
+        const rawStats: { fill: number; read: number }[] = [];
+        const libTimed: { fill: number; read: number }[] = [];
         // Each variant's last measured run is checked right after it (outside its timed part).
         const samples = await interleaved(
           {
@@ -258,7 +261,10 @@ export const overlapGroup: PerfGroup = {
               if (last) outOvl.fill(Number.NaN);
               const t0 = performance.now();
               const ms = await ovl.run(input, outOvl);
-              if (!warmup) gcSpans.ovl.push([t0, performance.now()]);
+              if (!warmup) {
+                gcSpans.ovl.push([t0, performance.now()]);
+                libTimed.push(ovl.stats);
+              }
               ovlStats.push(ovl.stats);
               if (last) checks.push(checkPipelineOutput(`${label} overlapped`, outOvl, input, n, iterations, cache));
               return ms;
@@ -267,7 +273,10 @@ export const overlapGroup: PerfGroup = {
               if (last) outOvl.fill(Number.NaN);
               const t0 = performance.now();
               const ms = await rawP.run(input, outOvl);
-              if (!warmup) gcSpans.raw.push([t0, performance.now()]);
+              if (!warmup) {
+                gcSpans.raw.push([t0, performance.now()]);
+                rawStats.push(rawP.stats);
+              }
               if (last) checks.push(checkPipelineOutput(`${label} raw WebGPU`, outOvl, input, n, iterations, cache));
               return ms;
             },
@@ -301,7 +310,8 @@ export const overlapGroup: PerfGroup = {
         const diag =
           `samples sync ${samples.sync.map(num).join('/')}, ovl ${samples.ovl.map(num).join('/')}, raw ${samples.raw.map(num).join('/')}, host ${samples.host.map(num).join('/')}, gpu ${samples.gpu.map(num).join('/')}; ` +
           `GCs per timed run: ${gcText('ovl')}, ${gcText('raw')}; ` +
-          `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}`;
+          `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}; ` +
+          `fill + read-out in the timed runs (median ms): library ${num(median(libTimed.map((x) => x.fill)))} + ${num(median(libTimed.map((x) => x.read)))}, raw WebGPU ${num(median(rawStats.map((x) => x.fill)))} + ${num(median(rawStats.map((x) => x.read)))}`;
         const tSync = median(samples.sync);
         const tOvl = median(samples.ovl);
         const tHost = median(samples.host);

@@ -457,6 +457,12 @@ export class RawPipeline {
 
   /** As {@link LibPipeline.timeline}. */
   timeline: number[][] | null = null;
+  /**
+   * The host's fill and read-out in the last `run` (ms), timed as LibPipeline times its own: fill =
+   * getMappedRange + copy in (the unmap after it is the library's enqueue), read = getMappedRange +
+   * copy out + unmap.
+   */
+  stats = { fill: 0, read: 0 };
 
   /**
    * One overlapped pass: src -> out. Returns wall ms. Chunks go in the plan's groups (`batch`,
@@ -469,15 +475,18 @@ export class RawPipeline {
     const device = this.device;
     const tl = this.timeline;
     if (tl) tl.length = 0;
+    const st = { fill: 0, read: 0 };
     const t0 = performance.now();
     /** Reads the slot's previous result out; its read map has resolved (awaited before). */
     const readOut = (slot: RawSlot): void => {
+      const a = performance.now();
       slot.downMap = null;
       const k = slot.pending;
       const ce = chunks[k]!;
       out.set(new Float32Array(slot.down.getMappedRange(0, ce * 4)), this.offsets[k]!);
       slot.down.unmap();
       slot.pending = -1;
+      st.read += performance.now() - a;
     };
     for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
       for (let k = k0; k < k1; k++) {
@@ -494,7 +503,9 @@ export class RawPipeline {
         const off = this.offsets[k]!;
         const cb = ce * 4;
         // The order of LibPipeline.run: fill the upload, then read the previous result out.
+        const a = performance.now();
         new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
+        st.fill += performance.now() - a;
         slot.up.unmap();
         if (slot.pending >= 0) readOut(slot);
         if (tl) tl[k]![2] = performance.now() - t0;
@@ -514,7 +525,9 @@ export class RawPipeline {
       await slot.downMap;
       readOut(slot);
     }
-    return performance.now() - t0;
+    const ms = performance.now() - t0;
+    this.stats = st;
+    return ms;
   }
 
   /** A chunk of `ce` elements through `slot`: upload copy, kernel, download copy. */
