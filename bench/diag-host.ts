@@ -10,6 +10,8 @@
  *
  * `--ramp L` cuts the first and last chunk into pieces down to 1/2^L, as P1's ramped plans do.
  * `--raw-first` makes the raw pipeline's buffers before the library's (default: the library's first).
+ * `raw2` in `--order` adds a second raw WebGPU pipeline (own buffers) as an A/A control: the spread
+ * of raw2 / raw, paired by repeat, is the noise floor for library / raw.
  * `--memcpy-ab R` (default 0: off) times R rounds of the same memcpy into and out of the library's
  * pinned buffers and into and out of raw mapped buffers, in a shuffled order per round: whether the
  * buffers, rather than the code around them, make the library's fill and read-out slower.
@@ -314,23 +316,28 @@ async function main(): Promise<void> {
       const raw0 = rawFirst ? new RawPipeline(ctx, plan) : null;
       const lib = new LibPipeline(ctx, plan, 'lib');
       const raw = raw0 ?? new RawPipeline(ctx, plan);
+      // 'raw2' in --order: a second raw WebGPU pipeline with its own buffers, an A/A control. The
+      // spread of raw2 / raw paired by repeat is the noise floor for lib / raw.
+      const raw2 = values.order!.split(',').includes('raw2') ? new RawPipeline(ctx, plan) : null;
       const host = new LibPipeline(ctx, plan, 'host');
       console.log(`\norder per repeat: ${values.order}`);
       const libT: number[] = [];
       const rawT: number[] = [];
+      const raw2T: number[] = [];
+      const raw2Calls: Record<string, { ms: number; calls: number }>[] = [];
       const syncT: number[] = [];
       const hostT: number[] = [];
       const libCalls: Record<string, { ms: number; calls: number }>[] = [];
       const rawCalls: Record<string, { ms: number; calls: number }>[] = [];
       const libStats: (typeof lib.stats)[] = [];
-      const spans: Record<'lib' | 'raw', [number, number][]> = { lib: [], raw: [] };
+      const spans: Record<'lib' | 'raw' | 'raw2', [number, number][]> = { lib: [], raw: [], raw2: [] };
       // One repeat runs the variants in --order (default lib,raw,sync,host): what ran before a
       // pipeline changes how its first chunks go (BENCHMARKS.md, "after a switch").
       const order = values.order!.split(',');
       const runs: { name: string; start: number; rows: number[][] }[] = [];
       let prev = order[order.length - 1]!;
       /** One run of the library or raw pipeline: timed and profiled after the warm-up repeat; the last one checked, its timeline kept. */
-      const runPipe = async (name: 'lib' | 'raw', pipe: LibPipeline | RawPipeline, times: number[], calls: Record<string, { ms: number; calls: number }>[], r: number): Promise<void> => {
+      const runPipe = async (name: 'lib' | 'raw' | 'raw2', pipe: LibPipeline | RawPipeline, times: number[], calls: Record<string, { ms: number; calls: number }>[], r: number): Promise<void> => {
         const last = r === repeats;
         pipe.timeline = last ? [] : null;
         const start = performance.now();
@@ -352,6 +359,7 @@ async function main(): Promise<void> {
         for (const v of order) {
           if (v === 'lib') await runPipe('lib', lib, libT, libCalls, r);
           else if (v === 'raw') await runPipe('raw', raw, rawT, rawCalls, r);
+          else if (v === 'raw2' && raw2) await runPipe('raw2', raw2, raw2T, raw2Calls, r);
           else if (v === 'sync') {
             const s = await sync.run(src, out);
             if (r > 0) syncT.push(s.total);
@@ -399,6 +407,9 @@ async function main(): Promise<void> {
       };
       rows.push(row);
       console.log(`\n== ${planText(plan)}: sync ${num(row.syncMs)} ms, host ${num(row.hostMs)}, gpu ${num(gpu)}, lib ${num(row.libMs)} (${row.libSamples}), raw ${num(row.rawMs)} (${row.rawSamples})`);
+      // Paired by repeat: each variant ran once per repeat, so ratios within a repeat cancel drift.
+      const paired = (a: number[], b: number[]): string => (a.length && a.length === b.length ? num(median(a.map((x, i) => x / b[i]!))) : 'n/a');
+      console.log(`paired by repeat (median of per-repeat ratios): lib / raw ${paired(libT, rawT)}${raw2 ? `, raw2 / raw ${paired(raw2T, rawT)} (A/A control), raw2 ${num(med(raw2T))} ms (${raw2T.map(num).join('/')})` : ''}`);
       console.log('lib host stats (ms):', JSON.stringify(row.libStats, (_, v: unknown) => (typeof v === 'number' ? +v.toFixed(3) : v)));
       console.log(`GCs: lib ${row.libGc}; raw ${row.rawGc}`);
       console.log('lib Dawn calls per run:', row.libDawn);
@@ -413,6 +424,7 @@ async function main(): Promise<void> {
       await lib.destroy();
       await host.destroy();
       await raw.destroy();
+      await raw2?.destroy();
     }
   }
   result['pipeline'] = rows;

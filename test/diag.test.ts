@@ -29,7 +29,7 @@ describe('diagnostics', () => {
 
   it('diag-host profiles the library and raw pipelines (outputs verified) with per-chunk timelines', () => {
     const file = build('cli-diag-host');
-    const run = spawnSync(process.execPath, [file, '--mib', '1', '--chunks', '4', '--batch', '1,2', '--iterations', '2', '--repeats', '1', '--copyTotal', '4', '--order', 'sync,lib,raw,host', '--raw-first', '--out', out], {
+    const run = spawnSync(process.execPath, [file, '--mib', '1', '--chunks', '4', '--batch', '1,2', '--iterations', '2', '--repeats', '1', '--copyTotal', '4', '--order', 'sync,lib,raw,raw2,host', '--raw-first', '--out', out], {
       cwd: root,
       encoding: 'utf8',
       timeout: 120_000,
@@ -39,6 +39,9 @@ describe('diagnostics', () => {
     expect(run.stdout).toMatch(/== 4 x 256 KiB, ring 4: sync [\d.]+ ms/);
     expect(run.stdout).toMatch(/- lib after sync/);
     expect(run.stdout).toMatch(/- raw after lib/);
+    // raw2: a second raw pipeline, the A/A control for the paired ratio (checked like the others).
+    expect(run.stdout).toMatch(/- raw2 after raw/);
+    expect(run.stdout).toMatch(/paired by repeat \(median of per-repeat ratios\): lib \/ raw [\d.]+, raw2 \/ raw [\d.]+ \(A\/A control\)/);
     // Node reports its GCs: one count per timed run for each pipeline.
     expect(run.stdout).toMatch(/GCs: lib \d+ major \+ \d+ minor \([\d.]+ ms\) per timed run; raw \d+ major/);
     const json = JSON.parse(readFileSync(join(out, 'diag-host.json'), 'utf8')) as { pipeline: { plan: string; timelines: Record<string, number[][]>; libDawn: Record<string, string> }[] };
