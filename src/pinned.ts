@@ -134,10 +134,7 @@ export class PinnedBuffer {
    */
   unmap(): void {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'unmap' });
-    if (!this.isHostOwned) return;
-    this.#views = null;
-    this.buffer.unmap();
-    this.state = 'unmapped';
+    if (this.isHostOwned) this.unmapForGpu();
   }
 
   /** Frees the buffer once no op uses it. Idempotent; later use throws `DestroyedError`. */
