@@ -148,6 +148,13 @@ export async function interleaved<K extends string>(
 
 export { median };
 
+/** The least of `n` runs of `fn` (each returns ms). */
+export async function minOf(n: number, fn: () => Promise<number>): Promise<number> {
+  let best = Infinity;
+  for (let i = 0; i < n; i++) best = Math.min(best, await fn());
+  return best;
+}
+
 /** Rounds for the JSON (4 decimals keep ms, GB/s and ratios readable). */
 export function round(x: number, digits = 4): number {
   if (!Number.isFinite(x)) return x;

@@ -11,6 +11,7 @@ import {
   MiB,
   interleaved,
   median,
+  minOf,
   metric,
   num,
   randomF32,
@@ -85,13 +86,6 @@ const QUICK: Params = {
 };
 
 export const TARGET_P1 = 0.9;
-
-/** Host time of `fn` with a minimum of repeats. */
-async function minOf(n: number, fn: () => Promise<number>): Promise<number> {
-  let best = Infinity;
-  for (let i = 0; i < n; i++) best = Math.min(best, await fn());
-  return best;
-}
 
 interface SizeRow {
   bytes: number;
@@ -182,13 +176,8 @@ export const overlapGroup: PerfGroup = {
         const mid = counts[Math.floor(counts.length / 2)]!;
         const probe = new LibPipeline(ctx, makePlan(n, mid, p.ring, 1), 'probe');
         pipes.push(probe);
-        await probe.hostOnly(input, outOvl); // first touch of the mapped ranges
-        const host = await minOf(3, () => probe.hostOnly(input, outOvl));
-        const gpuAt = async (it: number): Promise<number> => {
-          (probe.plan as ChunkPlan).iterations = it;
-          await probe.gpuOnly(sync.up, sync.down); // compiles this override value
-          return minOf(2, async () => (await probe.gpuOnly(sync.up, sync.down)).ms);
-        };
+        const host = await probe.hostMs(input, outOvl);
+        const gpuAt = (it: number): Promise<number> => probe.gpuMsAt(it, sync.up, sync.down);
         // The first size fits the cost model; later sizes keep its iterations (so the growth
         // table compares equal work per byte) unless host and GPU work drifted >25% apart.
         const bal = await balanceIterations(gpuAt, host, {

@@ -18,7 +18,7 @@ import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { grid } from '../scenarios/common';
 import { BufferUsage as Usage, MapMode as MapFlag } from '../../src/index';
-import { num, sampleIndices } from './common';
+import { minOf, num, sampleIndices } from './common';
 import { balanceIterations } from './balance';
 
 /** How the data is cut. */
@@ -275,6 +275,19 @@ export class LibPipeline {
     const ms = now() - t0;
     this.stats = st;
     return ms;
+  }
+
+  /** Host work alone, the least of `runs` after one untimed pass (the mapped ranges' first touch), ms. */
+  async hostMs(src: Float32Array, out: Float32Array, runs = 3): Promise<number> {
+    await this.hostOnly(src, out);
+    return minOf(runs, () => this.hostOnly(src, out));
+  }
+
+  /** GPU work alone at `iterations`, the least of `runs` after one untimed run (it compiles that override value), ms. */
+  async gpuMsAt(iterations: number, up: PinnedBuffer, down: PinnedBuffer, runs = 2): Promise<number> {
+    (this.plan as ChunkPlan).iterations = iterations;
+    await this.gpuOnly(up, down);
+    return minOf(runs, async () => (await this.gpuOnly(up, down)).ms);
   }
 
   /** Host work alone: fill the ring's upload buffers from src and read the download buffers out, no GPU. Returns ms. */
@@ -646,20 +659,9 @@ export async function balancePipeline(
   const sync = new SyncPass(ctx, n, 1);
   const pipe = new LibPipeline(ctx, { ...plan, chunks: [...plan.chunks], iterations: 1 }, 'balance');
   const scratch = new Float32Array(n);
-  const min = async (k: number, f: () => Promise<number>): Promise<number> => {
-    let b = Infinity;
-    for (let i = 0; i < k; i++) b = Math.min(b, await f());
-    return b;
-  };
   try {
-    await pipe.hostOnly(input, scratch);
-    const host = await min(3, () => pipe.hostOnly(input, scratch));
-    const gpuAt = async (it: number): Promise<number> => {
-      (pipe.plan as ChunkPlan).iterations = it;
-      await pipe.gpuOnly(sync.up, sync.down);
-      return min(2, async () => (await pipe.gpuOnly(sync.up, sync.down)).ms);
-    };
-    const bal = await balanceIterations(gpuAt, host, { ...o, tolerance: 0.1 });
+    const host = await pipe.hostMs(input, scratch);
+    const bal = await balanceIterations((it) => pipe.gpuMsAt(it, sync.up, sync.down), host, { ...o, tolerance: 0.1 });
     const what = `host ${num(host)} ms, GPU ${num(bal.gpuMs)} ms`;
     return { iterations: bal.iterations, hostMs: host, gpuMs: bal.gpuMs, note: bal.reachable ? `balanced: ${what}` : `not balanceable: ${what} at ${bal.iterations} iteration(s)` };
   } finally {
