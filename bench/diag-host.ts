@@ -24,9 +24,11 @@ import { parseArgs } from 'node:util';
 import { chooseVulkanDriver } from './vulkan';
 import { createNodeContext, type Context } from '../src/node';
 import { BufferUsage, MapMode } from '../src/index';
-import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, planText, checkPipelineOutput, type ChunkPlan } from './perf/pipeline';
+import { LibPipeline, RawPipeline, SyncPass, makePlan, withBatch, planText, checkPipelineOutput } from './perf/pipeline';
 import { median, num, randomF32 } from './perf/common';
 import { GcLog } from './gc';
+import { rng } from './reference';
+import { checkBytes } from './scenarios/common';
 import { balanceIterations } from './perf/balance';
 
 const MiB = 1024 * 1024;
@@ -159,41 +161,39 @@ async function memcpyAB(ctx: Context, bytes: number, rounds: number): Promise<{ 
   const rawDown = d.createBuffer({ size: bytes, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: 'memcpy-ab.raw-down' });
   const t: Record<string, number[]> = { 'library fill': [], 'raw fill': [], 'library read-out': [], 'raw read-out': [] };
   const bad: string[] = [];
-  const check = (what: string): void => {
-    for (let i = 0; i < n; i++) {
-      if (out[i] !== src[i]) {
-        bad.push(`${what}: element ${i} is ${out[i]}, expected ${src[i]}`);
-        return;
-      }
-    }
+  const bytesOf = (x: Float32Array): Uint8Array => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  /** Times the memcpy src -> view. */
+  const fill = (what: string, view: Float32Array): void => {
+    const a = performance.now();
+    view.set(src);
+    t[what]!.push(performance.now() - a);
+  };
+  /** Times the memcpy view -> out (cleared first); the last round's is checked against src. */
+  const readOut = (what: string, view: Float32Array, last: boolean): void => {
+    out.fill(0);
+    const a = performance.now();
+    out.set(view);
+    t[what]!.push(performance.now() - a);
+    if (!last) return;
+    const c = checkBytes(what, bytesOf(out), bytesOf(src));
+    if (!c.ok) bad.push(c.mismatch ?? what);
   };
   const blocks: [string, (last: boolean) => Promise<void>][] = [
     ['library fill', async () => {
       await up.ready();
-      const v = up.f32;
-      const a = performance.now();
-      v.set(src);
-      t['library fill']!.push(performance.now() - a);
+      fill('library fill', up.f32);
       up.unmap();
     }],
     ['raw fill', async () => {
       await rawUp.mapAsync(MapMode.WRITE);
-      const v = new Float32Array(rawUp.getMappedRange());
-      const a = performance.now();
-      v.set(src);
-      t['raw fill']!.push(performance.now() - a);
+      fill('raw fill', new Float32Array(rawUp.getMappedRange()));
       rawUp.unmap();
     }],
     ['library read-out', async (last) => {
       stream.download(dev, down);
       await stream.synchronize();
       await down.ready();
-      const v = down.f32;
-      out.fill(0);
-      const a = performance.now();
-      out.set(v);
-      t['library read-out']!.push(performance.now() - a);
-      if (last) check('library read-out');
+      readOut('library read-out', down.f32, last);
       down.unmap();
     }],
     ['raw read-out', async (last) => {
@@ -201,20 +201,14 @@ async function memcpyAB(ctx: Context, bytes: number, rounds: number): Promise<{ 
       e.copyBufferToBuffer(dev.buffer, 0, rawDown, 0, bytes);
       d.queue.submit([e.finish()]);
       await rawDown.mapAsync(MapMode.READ);
-      const v = new Float32Array(rawDown.getMappedRange());
-      out.fill(0);
-      const a = performance.now();
-      out.set(v);
-      t['raw read-out']!.push(performance.now() - a);
-      if (last) check('raw read-out');
+      readOut('raw read-out', new Float32Array(rawDown.getMappedRange()), last);
       rawDown.unmap();
     }],
   ];
-  let seed = 0x9e3779b9;
-  const rnd = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
+  const order = rng(0x9e3779b9);
   for (let r = 0; r < rounds; r++) {
-    const order = blocks.map((b) => [rnd(), b] as const).sort((x, y) => x[0] - y[0]).map((x) => x[1]);
-    for (const [, f] of order) await f(r === rounds - 1);
+    const shuffled = blocks.map((b) => [order.next(), b] as const).sort((x, y) => x[0] - y[0]).map((x) => x[1]);
+    for (const [, f] of shuffled) await f(r === rounds - 1);
   }
   stream.destroy();
   up.destroy();
@@ -291,13 +285,8 @@ async function main(): Promise<void> {
   const sync = new SyncPass(ctx, n, 1);
   if (!iterations) {
     const probe = new LibPipeline(ctx, makePlan(n, 8, ring, 1), 'fit');
-    await probe.hostOnly(src, out);
-    const host = Math.min(await probe.hostOnly(src, out), await probe.hostOnly(src, out));
-    const g = async (it: number): Promise<number> => {
-      (probe.plan as ChunkPlan).iterations = it;
-      await probe.gpuOnly(sync.up, sync.down);
-      return (await probe.gpuOnly(sync.up, sync.down)).ms;
-    };
+    const host = await probe.hostMs(src, out, 2);
+    const g = (it: number): Promise<number> => probe.gpuMsAt(it, sync.up, sync.down, 1);
     // A 2-point fit on 1 and 257 iterations once gave GPU 160 ms against 86 ms of host work at
     // 256 MiB on the H100: the increment was inside the noise (see bench/perf/balance.ts).
     const bal = await balanceIterations(g, host, { probeIterations: 256, maxIterations: 1 << 16 });
