@@ -7,7 +7,7 @@
  *   `captureStacks: true` and, on a second context, `captureStacks: false`; the raw floor (one
  *   encoder, one submit) for comparison.
  */
-import type { Context } from '../../src/index';
+import type { Context, DeviceBuffer, Kernel, PinnedBuffer, Stream } from '../../src/index';
 import { createContext } from '../../src/index';
 import { grid } from '../scenarios/common';
 import type { Check } from '../scenarios/common';
@@ -227,18 +227,57 @@ interface ChunkHostCost {
  * so the GPU is idle while the host works: the library's enqueue + flush vs raw encode + submit +
  * mapAsync. Medians; the last chunk of each is checked.
  */
+/** One pipeline chunk through the library, as P5 times it: 64 KiB up, compute_intensive(1), down. */
+class LibChunk {
+  static readonly elements = 16 * 1024;
+  static readonly bytes = LibChunk.elements * 4;
+  readonly s: Stream;
+  readonly up: PinnedBuffer;
+  readonly down: PinnedBuffer;
+  readonly din: DeviceBuffer;
+  readonly dout: DeviceBuffer;
+  readonly workgroups = grid(LibChunk.elements, 'computeIntensive');
+  readonly #kernel: Kernel;
+
+  constructor(ctx: Context, label: string) {
+    const cb = LibChunk.bytes;
+    this.s = ctx.createStream({ label: `${label} chunk`, nonBlocking: true });
+    this.up = ctx.allocHost(cb, 'upload', { label: `${label}.up` });
+    this.down = ctx.allocHost(cb, 'download', { label: `${label}.down` });
+    this.din = ctx.alloc(cb, { label: `${label}.in` });
+    this.dout = ctx.alloc(cb, { label: `${label}.out` });
+    this.#kernel = ctx.kernels.computeIntensive;
+  }
+
+  /** Both pinned buffers back on the host. */
+  async ready(): Promise<void> {
+    await this.up.ready();
+    await this.down.ready();
+  }
+
+  launch(): void {
+    this.s.launch(this.#kernel, { bindings: [this.din, this.dout], workgroups: this.workgroups, constants: { iterations: 1 } });
+  }
+
+  /** Enqueues the chunk: upload, kernel, download (not flushed). */
+  enqueue(): void {
+    this.s.upload(this.up, this.din);
+    this.launch();
+    this.s.download(this.dout, this.down);
+  }
+
+  destroy(): void {
+    this.s.destroy();
+    for (const b of [this.up, this.down, this.din, this.dout]) b.destroy();
+  }
+}
+
 async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promise<ChunkHostCost> {
-  const ce = 16 * 1024;
-  const cb = ce * 4;
+  const ce = LibChunk.elements;
   const input = randomF32(seed ^ 0x3c6ef372, ce);
-  const s = ctx.createStream({ label: 'chunk cost', nonBlocking: true });
-  const up = ctx.allocHost(cb, 'upload', { label: 'chunk.up' });
-  const down = ctx.allocHost(cb, 'download', { label: 'chunk.down' });
-  const din = ctx.alloc(cb, { label: 'chunk.in' });
-  const dout = ctx.alloc(cb, { label: 'chunk.out' });
+  const chunk = new LibChunk(ctx, 'cost');
+  const { up, down } = chunk;
   const raw = new RawPipeline(ctx, makePlan(ce, 1, 1, 1));
-  const k = ctx.kernels.computeIntensive;
-  const workgroups = grid(ce, 'computeIntensive');
   const enq: number[] = [];
   const fl: number[] = [];
   const rawT: number[] = [];
@@ -247,12 +286,9 @@ async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promis
   try {
     up.f32.set(input);
     for (let i = 0; i < rounds + 10; i++) {
-      await up.ready();
-      await down.ready();
+      await chunk.ready();
       const t0 = performance.now();
-      s.upload(up, din);
-      s.launch(k, { bindings: [din, dout], workgroups, constants: { iterations: 1 } });
-      s.download(dout, down);
+      chunk.enqueue();
       const t1 = performance.now();
       ctx.flush();
       const t2 = performance.now();
@@ -271,9 +307,8 @@ async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promis
     await raw.readLast(out);
     checks.push(checkPipelineOutput('per-chunk cost, raw chunk', out, input, ce, 1, cache));
   } finally {
-    await s.synchronize().catch(() => undefined);
-    s.destroy();
-    for (const b of [up, down, din, dout]) b.destroy();
+    await chunk.s.synchronize().catch(() => undefined);
+    chunk.destroy();
     await raw.destroy();
   }
   const e = median(enq) * 1000;
@@ -291,15 +326,8 @@ async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promis
 export async function noopChunkCost(rounds: number): Promise<{ us: number; roundUs: number; check: Check }> {
   const { device, log } = createNoopDevice();
   const ctx = await createContext({ device, timing: false });
-  const ce = 16 * 1024;
-  const cb = ce * 4;
-  const s = ctx.createStream({ label: 'noop chunk', nonBlocking: true });
-  const up = ctx.allocHost(cb, 'upload', { label: 'noop.up' });
-  const down = ctx.allocHost(cb, 'download', { label: 'noop.down' });
-  const din = ctx.alloc(cb, { label: 'noop.in' });
-  const dout = ctx.alloc(cb, { label: 'noop.out' });
-  const k = ctx.kernels.computeIntensive;
-  const workgroups = grid(ce, 'computeIntensive');
+  const chunk = new LibChunk(ctx, 'noop');
+  const { up, down, din, dout, workgroups } = chunk;
   const times: number[] = [];
   const roundTimes: number[] = [];
   // More rounds than on the GPU: each is a few microseconds. The first fifth warms up the JIT.
@@ -307,17 +335,14 @@ export async function noopChunkCost(rounds: number): Promise<{ us: number; round
   let bad = '';
   try {
     // A first launch waits for its pipeline's validation (an error scope): let that settle.
-    s.launch(k, { bindings: [din, dout], workgroups, constants: { iterations: 1 } });
-    await s.synchronize();
+    chunk.launch();
+    await chunk.s.synchronize();
     for (let i = 0; i < n; i++) {
       const tr = performance.now();
-      await up.ready();
-      await down.ready();
+      await chunk.ready();
       log.length = 0;
       const t0 = performance.now();
-      s.upload(up, din);
-      s.launch(k, { bindings: [din, dout], workgroups, constants: { iterations: 1 } });
-      s.download(dout, down);
+      chunk.enqueue();
       ctx.flush();
       const t1 = performance.now();
       if (i >= n / 5) {
@@ -325,14 +350,13 @@ export async function noopChunkCost(rounds: number): Promise<{ us: number; round
         roundTimes.push(t1 - tr);
       }
       if (!bad) {
-        const wrong = checkNoopChunk(log, up.buffer, din.buffer, dout.buffer, down.buffer, cb, workgroups[0]);
+        const wrong = checkNoopChunk(log, up.buffer, din.buffer, dout.buffer, down.buffer, LibChunk.bytes, workgroups[0]);
         if (wrong) bad = `chunk ${i}: ${wrong}`;
       }
     }
     await down.ready();
   } finally {
-    s.destroy();
-    for (const b of [up, down, din, dout]) b.destroy();
+    chunk.destroy();
     ctx.destroy();
   }
   const detail = `no-op device: ${n} chunks encoded copy(up -> in), dispatch(${workgroups[0]}), copy(out -> down), submit`;
