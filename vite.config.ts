@@ -9,6 +9,7 @@ const CLI_ENTRIES: Record<string, string> = {
   'bench-perf': 'bench/perf-node.ts',
   'diag-host': 'bench/diag-host.ts',
   'diag-latency': 'bench/diag-latency.ts',
+  'diag-contention': 'bench/diag-contention.ts',
 };
 
 /** Examples and the page import the library by its package name; resolve it to the sources. */

@@ -1,5 +1,5 @@
 /**
- * The diagnostics (`npm run diag:host`, `npm run diag:latency`) as the GPU machine runs them: one
+ * The diagnostics (`npm run diag:host`, `npm run diag:latency`, `npm run diag:contention`) as the GPU machine runs them: one
  * bundled file each, importing only `webgpu` and node: builtins. diag-host checks the library and
  * raw pipelines' outputs against the CPU reference and exits 1 on a mismatch, so a run that exits
  * 0 has verified both; its JSON keeps the per-chunk timelines.
@@ -64,6 +64,25 @@ describe('diagnostics', () => {
     expect(run.stdout).toMatch(/memcpy on the library's pinned buffers vs raw mapped buffers, 6 rounds in shuffled order \(1\.0+ MiB\)/);
     for (const what of ['library fill', 'raw fill', 'library read-out', 'raw read-out']) expect(run.stdout).toContain(`'${what}'`);
     expect(run.stdout).toMatch(/verified: both read-outs equal the source \(262144 floats\)/);
+  }, 120_000);
+
+  it('diag-contention times host copies one by one under each GPU load, and checks every copy', () => {
+    const file = build('cli-diag-contention');
+    const run = spawnSync(process.execPath, [file, '--chunk-mib', '1', '--chunks', '3', '--blocks', '1', '--bg-mib', '1', '--gpu-ms', '1', '--seed', '7', '--out', out], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/MAP_WRITE mapping, 1 MiB: write [\d.]+ GB\/s, read back [\d.]+ GB\/s/);
+    expect(run.stdout).toMatch(/verified: read-out of the mapped read-back buffer; fill of the mapped upload buffer; JS memcpy; the loads' copies .*; kernel output at 5 elements vs the CPU reference/);
+    const json = JSON.parse(readFileSync(join(out, 'diag-contention.json'), 'utf8')) as { seed: number; times: Record<string, Record<string, number[]>>; rates: Record<string, { busy: number[]; alone: number[] }> };
+    expect(json.seed).toBe(7);
+    // Every load, every copy kind: one time per chunk and block; every load but idle has its GPU rates.
+    expect(Object.keys(json.times)).toEqual(['idle', 'kernel', 'vram', 'd2h', 'mix']);
+    for (const t of Object.values(json.times)) for (const k of ['fill', 'read', 'js']) expect(t[k]).toHaveLength(3);
+    expect(Object.keys(json.rates).sort()).toEqual(['d2h', 'kernel', 'mix', 'vram']);
+    for (const r of Object.values(json.rates)) expect(Math.min(...r.busy, ...r.alone)).toBeGreaterThan(0);
   }, 120_000);
 
   it('diag-latency times back-to-back submits after idle periods', () => {
