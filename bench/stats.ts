@@ -16,11 +16,19 @@ export interface MeasureOptions {
    * the wake of the one before it. @default 0
    */
   settle?: number;
+  /**
+   * {@link measureInterleaved} only: measured round r starts at variant r mod n (a, b, c; b, c, a;
+   * c, a, b; ...), so every variant runs in every position equally often and an effect of what
+   * ran just before (the wake of a big one-pass run, a slow phase that builds up over a round)
+   * does not always land on the same variant. Samples stay in round order, paired by round.
+   * @default false
+   */
+  rotate?: boolean;
 }
 
 /** The run counts of `options`, checked; throws a TypeError naming the bad option. */
-function runCounts(options: MeasureOptions): { warmup: number; repeats: number; settle: number } {
-  const { warmup = 1, repeats = 5, settle = 0 } = options;
+function runCounts(options: MeasureOptions): { warmup: number; repeats: number; settle: number; rotate: boolean } {
+  const { warmup = 1, repeats = 5, settle = 0, rotate = false } = options;
   if (!Number.isInteger(warmup) || warmup < 0) {
     throw new TypeError(`Expected \`warmup\` to be a non-negative integer, got \`${warmup}\` (${typeof warmup})`);
   }
@@ -30,7 +38,8 @@ function runCounts(options: MeasureOptions): { warmup: number; repeats: number; 
   if (!Number.isInteger(settle) || settle < 0) {
     throw new TypeError(`Expected \`settle\` to be a non-negative integer, got \`${settle}\` (${typeof settle})`);
   }
-  return { warmup, repeats, settle };
+  if (typeof rotate !== 'boolean') throw new TypeError(`Expected \`rotate\` to be a boolean, got \`${String(rotate)}\` (${typeof rotate})`);
+  return { warmup, repeats, settle, rotate };
 }
 
 /** What {@link measure} tells each run of the measured function. */
@@ -82,12 +91,16 @@ export async function measureInterleaved(
   fns: readonly ((run: RunInfo) => Promise<number | void> | number | void)[],
   options: MeasureOptions = {},
 ): Promise<Timing[]> {
-  const { warmup, repeats, settle } = runCounts(options);
+  const { warmup, repeats, settle, rotate } = runCounts(options);
   const samples: number[][] = fns.map(() => []);
   const total = warmup + repeats;
+  const n = fns.length;
   for (let index = 0; index < total; index++) {
     const isWarmup = index < warmup;
-    for (const [k, fn] of fns.entries()) {
+    const first = rotate && !isWarmup ? (index - warmup) % n : 0;
+    for (let j = 0; j < n; j++) {
+      const k = (first + j) % n;
+      const fn = fns[k]!;
       if (!isWarmup) for (let i = 0; i < settle; i++) await fn({ index, warmup: true, last: false });
       const t0 = performance.now();
       const own = await fn({ index, warmup: isWarmup, last: index === total - 1 });

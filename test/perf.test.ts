@@ -83,7 +83,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     expect(validatePerfResult(JSON.parse(JSON.stringify(result)))).toEqual([]);
   });
 
-  it('P1 reports the host-thread bound: the WebGPU calls on the host thread, and the efficiency they leave', () => {
+  it('P1 reports the host-thread bounds: the WebGPU calls on the host thread, the host thread inside the timed runs, and the efficiency each leaves', () => {
     const f = result.metrics.find((m) => m.id === 'P1')!.figures;
     const sizes = Object.keys(f).filter((k) => k.endsWith('.apiMs')).map((k) => k.slice(0, -'.apiMs'.length));
     expect(sizes.length).toBeGreaterThan(0);
@@ -93,6 +93,11 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
       const b = f[`${k}.hostThreadBoundEfficiency`] as number;
       // NaN (null in JSON) where sync - ideal is too small to rate; else at most 1.
       if (b !== null && !Number.isNaN(b)) expect(b, k).toBeLessThanOrEqual(1);
+      // The host thread's own time inside the timed runs (fill + read-out + calls), both pipelines,
+      // and the efficiency it bounds: the calls alone make it positive.
+      expect(f[`${k}.inRunHostMs`] as number, k).toBeGreaterThan(f[`${k}.apiMs`] as number);
+      expect(f[`${k}.rawInRunHostMs`] as number, k).toBeGreaterThan(0);
+      for (const e of [f[`${k}.inRunBoundEfficiency`], f[`${k}.rawInRunBoundEfficiency`]] as number[]) if (e !== null && !Number.isNaN(e)) expect(e, k).toBeLessThanOrEqual(1);
     }
   });
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ScenarioResult, Span, SuiteResult } from '../bench/schema';
 import { scenarios, runSuite } from '../bench/suite';
 import { deviceReport, isSoftwareAdapter } from '../bench/device';
-import { measure, measureInterleaved, median, timing } from '../bench/stats';
+import { measure, measureInterleaved, median, timing, type RunInfo } from '../bench/stats';
 import { chunkedPipeline } from '../bench/scenarios/chunked-pipeline';
 import { overlapProbe } from '../bench/scenarios/overlap-probe';
 import { priorities } from '../bench/scenarios/priorities';
@@ -137,6 +137,19 @@ describe('bench/stats', () => {
     expect(a!.samples).toEqual([2, 3]);
     expect(b!.samples).toEqual([11, 12]);
     await expect(measureInterleaved([() => {}], { settle: -1 })).rejects.toThrow(/`settle`/);
+  });
+  it('measureInterleaved with rotate starts each measured round one variant later, samples paired by round', async () => {
+    const order: string[] = [];
+    const [a, b, c] = await measureInterleaved(
+      ['a', 'b', 'c'].map((v, i) => ({ index, warmup }: RunInfo) => (order.push(`${v}${index}${warmup ? 'w' : ''}`), 10 * i + index)),
+      { warmup: 1, repeats: 4, rotate: true },
+    );
+    // The warm-up round in order, then a b c / b c a / c a b / a b c.
+    expect(order).toEqual(['a0w', 'b0w', 'c0w', 'a1', 'b1', 'c1', 'b2', 'c2', 'a2', 'c3', 'a3', 'b3', 'a4', 'b4', 'c4']);
+    expect(a!.samples).toEqual([1, 2, 3, 4]);
+    expect(b!.samples).toEqual([11, 12, 13, 14]);
+    expect(c!.samples).toEqual([21, 22, 23, 24]);
+    await expect(measureInterleaved([() => {}], { rotate: 1 as unknown as boolean })).rejects.toThrow(/`rotate`/);
   });
   it('median of even and odd counts; timing needs a sample', () => {
     expect(median([3, 1, 2])).toBe(2);

@@ -126,6 +126,8 @@ export function skippedMetric(ctx: Context, id: string, name: string, unit: stri
  * ...) after `warmup` rounds, so drift (clocks, other load) hits every variant alike. A variant's
  * sample is what it resolves to (ms). Returns the samples per variant.
  *
+ * `rotate` starts each measured round one variant later (see MeasureOptions.rotate).
+ *
  * `settle` untimed runs of a variant go right before each of its timed runs (called with
  * `warmup: true`): a pipeline that starts right after another variant moved hundreds of MiB
  * through other buffers starts slow (measured on an H100: the first chunks of a pipeline run
@@ -137,11 +139,12 @@ export async function interleaved<K extends string>(
   repeats: number,
   warmup = 1,
   settle = 0,
+  rotate = false,
 ): Promise<Record<K, number[]>> {
   const keys = Object.keys(variants) as K[];
   const timings = await measureInterleaved(
     keys.map((k) => ({ last, warmup: w }: RunInfo) => variants[k]({ last, warmup: w })),
-    { repeats, warmup, settle },
+    { repeats, warmup, settle, rotate },
   );
   return Object.fromEntries(keys.map((k, i) => [k, timings[i]!.samples])) as Record<K, number[]>;
 }

@@ -473,9 +473,10 @@ export class RawPipeline {
   /**
    * The host's fill and read-out in the last `run` (ms), timed as LibPipeline times its own: fill =
    * getMappedRange + copy in (the unmap after it is the library's enqueue), read = getMappedRange +
-   * copy out + unmap.
+   * copy out + unmap; `calls`: the other WebGPU calls (the upload's unmap, encoding, submit,
+   * mapAsync), as LibPipeline's enqueue + flush.
    */
-  stats = { fill: 0, read: 0 };
+  stats = { fill: 0, read: 0, calls: 0 };
 
   /**
    * One overlapped pass: src -> out. Returns wall ms. Chunks go in the plan's groups (`batch`,
@@ -488,7 +489,7 @@ export class RawPipeline {
     const device = this.device;
     const tl = this.timeline;
     if (tl) tl.length = 0;
-    const st = { fill: 0, read: 0 };
+    const st = { fill: 0, read: 0, calls: 0 };
     const t0 = performance.now();
     /** Reads the slot's previous result out; its read map has resolved (awaited before). */
     const readOut = (slot: RawSlot): void => {
@@ -518,12 +519,17 @@ export class RawPipeline {
         // The order of LibPipeline.run: fill the upload, then read the previous result out.
         const a = performance.now();
         new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
-        st.fill += performance.now() - a;
+        const b = performance.now();
+        st.fill += b - a;
         slot.up.unmap();
+        st.calls += performance.now() - b;
         if (slot.pending >= 0) readOut(slot);
-        if (tl) tl[k]![2] = performance.now() - t0;
+        const c = performance.now();
+        if (tl) tl[k]![2] = c - t0;
         this.#encodeChunk(enc, slot, ce);
+        st.calls += performance.now() - c;
       }
+      const d = performance.now();
       device.queue.submit([enc.finish()]);
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
@@ -532,6 +538,7 @@ export class RawPipeline {
         slot.pending = k;
         if (tl) tl[k]![3] = performance.now() - t0;
       }
+      st.calls += performance.now() - d;
     }
     for (let k = Math.max(0, C - ring); k < C; k++) {
       const slot = this.slots[k % ring]!;
