@@ -8,16 +8,18 @@
  *   MAP_READ buffer into JS) and a plain JS-to-JS memcpy as a control, timed one by one, so a
  *   stall shows as a slow copy rather than a slower mean;
  * - under each GPU load, kept busy by a pump that keeps `--depth` submits in flight:
- *   `idle` (none), `kernel` (compute_intensive, no copies), `vram` (copies out of a MAP_WRITE
- *   staging buffer into a device buffer, as P1's uploads do), `d2h` (device buffer to a MAP_READ
- *   buffer, as P1's downloads do), `mix` (one of each per submit: P1's GPU work);
+ *   `idle` (none), `kernel` (compute_intensive, no copies), `upload` (copies out of a MAP_WRITE
+ *   staging buffer into a device buffer, as P1's uploads do: over PCIe where the staging is host
+ *   memory, within the GPU where it is device memory behind the BAR), `download` (device buffer to
+ *   a MAP_READ buffer in host memory, over PCIe, as P1's downloads do), `mix` (one of each per
+ *   submit: P1's GPU work); results at bd87a21 call `upload` and `download` `vram` and `d2h`;
  * - the GPU's side: each load's rate while the host copies against its rate while the host sleeps;
  * - whether the MAP_WRITE mapping is uncached device memory behind the PCIe BAR: reading it back
  *   is then far slower than writing it.
  * Loads run in a shuffled order within each block, so a slow phase of the host spreads over them.
  *
  *   node dist/cli/diag-contention.mjs [--chunk-mib 8] [--chunks 32] [--blocks 6]
- *     [--loads idle,kernel,vram,d2h,mix] [--gpu-ms 4] [--depth 2] [--seed N] [--out DIR]
+ *     [--loads idle,kernel,upload,download,mix] [--gpu-ms 4] [--depth 2] [--seed N] [--out DIR]
  *
  * Every copy is checked: the read-outs against the bytes the GPU put in the read-back buffer, the
  * fills by reading the mapping back, the loads' copies by a read-back after the last block, and the
@@ -35,7 +37,7 @@ import { median, randomBytes, randomF32 } from './perf/common';
 
 const MiB = 1024 * 1024;
 const BU = { MAP_READ: 1, MAP_WRITE: 2, COPY_SRC: 4, COPY_DST: 8, STORAGE: 128 };
-const LOADS = ['idle', 'kernel', 'vram', 'd2h', 'mix'] as const;
+const LOADS = ['idle', 'kernel', 'upload', 'download', 'mix'] as const;
 type Load = (typeof LOADS)[number];
 const COPIES = ['fill', 'read', 'js'] as const;
 type CopyKind = (typeof COPIES)[number];
@@ -159,10 +161,10 @@ async function main(): Promise<void> {
   };
   const encoders: Record<Exclude<Load, 'idle'>, (e: GPUCommandEncoder, n: number) => void> = {
     kernel: (e) => encodeKernel(e),
-    vram: (e, n) => {
+    upload: (e, n) => {
       for (let i = 0; i < n; i++) e.copyBufferToBuffer(staging, 0, devIn, 0, bgBytes);
     },
-    d2h: (e, n) => {
+    download: (e, n) => {
       for (let i = 0; i < n; i++) e.copyBufferToBuffer(devIn, 0, bgRb, 0, bgBytes);
     },
     mix: (e) => {
@@ -199,13 +201,13 @@ async function main(): Promise<void> {
     const slope = Math.max(1e-6, (b - a) / (1024 - 64));
     iterations = Math.max(16, Math.round(64 + (gpuMs - a) / slope));
     const c = await timeSubmit('kernel', 1);
-    const copy1 = await timeSubmit('vram', 1);
-    const d2h1 = await timeSubmit('d2h', 1);
+    const copy1 = await timeSubmit('upload', 1);
+    const d2h1 = await timeSubmit('download', 1);
     copiesPerSubmit = Math.max(1, Math.round(gpuMs / copy1));
     const d2hPerSubmit = Math.max(1, Math.round(gpuMs / d2h1));
     perSubmit['kernel'] = 1;
-    perSubmit['vram'] = copiesPerSubmit;
-    perSubmit['d2h'] = d2hPerSubmit;
+    perSubmit['upload'] = copiesPerSubmit;
+    perSubmit['download'] = d2hPerSubmit;
     perSubmit['mix'] = 1;
     console.log(
       `calibration (host idle, wall per submit): kernel ${iterations} iterations ${c.toFixed(2)} ms; ` +

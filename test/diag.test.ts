@@ -79,9 +79,9 @@ describe('diagnostics', () => {
     const json = JSON.parse(readFileSync(join(out, 'diag-contention.json'), 'utf8')) as { seed: number; times: Record<string, Record<string, number[]>>; rates: Record<string, { busy: number[]; alone: number[] }> };
     expect(json.seed).toBe(7);
     // Every load, every copy kind: one time per chunk and block; every load but idle has its GPU rates.
-    expect(Object.keys(json.times)).toEqual(['idle', 'kernel', 'vram', 'd2h', 'mix']);
+    expect(Object.keys(json.times)).toEqual(['idle', 'kernel', 'upload', 'download', 'mix']);
     for (const t of Object.values(json.times)) for (const k of ['fill', 'read', 'js']) expect(t[k]).toHaveLength(3);
-    expect(Object.keys(json.rates).sort()).toEqual(['d2h', 'kernel', 'mix', 'vram']);
+    expect(Object.keys(json.rates).sort()).toEqual(['download', 'kernel', 'mix', 'upload']);
     for (const r of Object.values(json.rates)) expect(Math.min(...r.busy, ...r.alone)).toBeGreaterThan(0);
   }, 120_000);
 
