@@ -46,6 +46,8 @@ export interface StreamHost {
   readonly scheduler: Scheduler;
   readonly staging: StagingPool;
   readonly captureStacks: boolean | 'all';
+  /** Pageable uploads above this go in pieces (0: whole); see ContextOptions.uploadPieceBytes. */
+  readonly uploadPieceBytes: number;
   readonly maxWorkgroupsPerDimension: number;
   checkAlive(op: string, stream: string): void;
   eventOp(event: GpuEvent): Op | null;
@@ -53,6 +55,9 @@ export interface StreamHost {
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
+
+/** Most pieces of one pageable upload (see ContextOptions.uploadPieceBytes). */
+const MAX_UPLOAD_PIECES = 8;
 
 /** `src`, or `bindings[1] (out)` for a kernel binding. */
 function argName(what: string | number, binding: string | undefined): string {
@@ -183,8 +188,11 @@ export class Stream {
    * Host-to-device transfer. From a `PinnedBuffer` ('upload' kind): the GPU copies straight out of
    * the mapped memory you filled; the buffer is the GPU's until this op completes. From any
    * `ArrayBufferView` (pageable): the data is copied into pooled staging now, at the call, so you
-   * may reuse your array at once (as with `cudaMemcpyAsync` from pageable memory).
-   * @returns the op id
+   * may reuse your array at once (as with `cudaMemcpyAsync` from pageable memory). A pageable
+   * upload above `uploadPieceBytes` (32 MiB by default) goes as up to 8 equal pieces, one op each
+   * in stream order, each submitted as soon as it is staged when the stream lets it run, so the GPU
+   * copies one piece while the host copies the next in.
+   * @returns the op id (of the last piece)
    */
   upload(src: PinnedBuffer | ArrayBufferView, dst: DeviceBuffer, options?: CopyOptions): number {
     const site = this.#site('upload');
@@ -198,17 +206,34 @@ export class Stream {
     }
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
+    const min = this.#host.uploadPieceBytes;
+    if (min === 0 || r.size <= min) return this.#stageUpload(src, r.srcOffset, d.buffer, r.dstOffset, r.size, tracked, site, d.label).id;
+    // At most MAX_UPLOAD_PIECES pieces, so they fit the submit window: completions that would free
+    // it cannot be seen before this call returns, and pieces past it would wait until then.
+    const count = Math.min(MAX_UPLOAD_PIECES, Math.ceil(r.size / min));
+    const piece = Math.ceil(r.size / count / 4) * 4;
+    let id = 0;
+    for (let at = 0; at < r.size; at += piece) {
+      id = this.#stageUpload(src, r.srcOffset + at, d.buffer, r.dstOffset + at, Math.min(piece, r.size - at), tracked, site, d.label).id;
+      // Submit this piece now (if the stream lets it run): the GPU copies it while the host copies the next one in.
+      if (at + piece < r.size) this.#host.scheduler.flush();
+    }
+    return id;
+  }
+
+  /** Copies `size` bytes of `src` from `srcOffset` into pooled staging and enqueues their copy to `dst` at `dstOffset`. */
+  #stageUpload(src: ArrayBufferView, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number, tracked: DeviceBuffer[], site: Site, dstLabel: string): Op {
     const t0 = performance.now();
-    const staging = this.#host.staging.acquireUpload(r.size, this.label);
-    new Uint8Array(staging.getMappedRange(0, r.size)).set(new Uint8Array(src.buffer, src.byteOffset + r.srcOffset, r.size));
+    const staging = this.#host.staging.acquireUpload(size, this.label);
+    new Uint8Array(staging.getMappedRange(0, size)).set(new Uint8Array(src.buffer, src.byteOffset + srcOffset, size));
     staging.unmap();
     const t1 = performance.now();
-    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, ...r, srcOffset: 0, dst: d.buffer }, NONE, tracked, site, '', d.label);
+    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, srcOffset: 0, dst, dstOffset, size }, NONE, tracked, site, '', dstLabel);
     if (op.times) {
       op.times.tHostBegin = t0;
       op.times.tHostEnd = t1;
     }
-    return op.id;
+    return op;
   }
 
   /**

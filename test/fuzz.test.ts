@@ -23,7 +23,9 @@ const PAD_SENTINEL = 0xdeadbeef;
 
 let ctx: GpuCtx;
 beforeAll(async () => {
-  ctx = await gpuContext();
+  // Pageable uploads above 4 KiB (up to 1100 words in the generator) go in pieces, so random
+  // programs cover both the whole and the pieced path (ContextOptions.uploadPieceBytes).
+  ctx = await gpuContext({ uploadPieceBytes: 4096 });
 });
 afterAll(() => ctx?.destroy());
 

@@ -311,6 +311,81 @@ describe('default stream (CUDA legacy semantics)', () => {
   });
 });
 
+describe('pageable uploads in pieces', () => {
+  it('sends a pageable upload above uploadPieceBytes as pieces, one submit each while the stream can run, in order, data intact', async () => {
+    const pctx = await gpuContext({ trace: true, uploadPieceBytes: 4096 });
+    try {
+      const seed = randomSeed();
+      const r = rng(seed);
+      const n = 10_000; // 40000 bytes: 8 pieces of 5000 (at most 8 per upload)
+      const a = r.f32Array(n, -50, 50), b = r.f32Array(n, -50, 50);
+      const s = pctx.createStream({ label: 'pieces' });
+      const da = pctx.alloc(n * 4), db = pctx.alloc(n * 4), out = pctx.alloc(n * 4);
+      s.upload(b, db); // 8 pieces too
+      const before = pctx.scheduler.submitLog!.length;
+      const id = s.upload(a, da);
+      // Seven pieces went out during the call (the eighth waits for the microtask flush); the first
+      // shares its submit with b's last piece, each other has its own.
+      const during = pctx.scheduler.submitLog!.slice(before);
+      expect(during).toHaveLength(7);
+      expect(during.map((ops) => ops.length)).toEqual([2, 1, 1, 1, 1, 1, 1]);
+      expect(id).toBe(during[6]![0]! + 1); // the call returns the last piece's op id
+      s.launch(pctx.kernels.vectorAdd, { bindings: [da, db, out], workgroups: workgroupsFor(n, 256) });
+      const got = new Float32Array(n);
+      s.download(out, got);
+      await s.synchronize();
+      expect(firstMismatch(got, vectorAddRef(a, b)), `seed ${seed}`).toBeNull();
+      // Pieces of one upload stay in stream order.
+      const order = pctx.scheduler.submitLog!.flat();
+      const pieces = order.filter((o) => o >= during[0]![1]! && o <= id);
+      expect(pieces).toHaveLength(8);
+      expect(pieces).toEqual([...pieces].sort((x, y) => x - y));
+      expect(pctx.errors).toEqual([]);
+    } finally {
+      pctx.destroy();
+    }
+  });
+
+  it('keeps pieces behind what the stream waits for, and honours offsets across piece boundaries', async () => {
+    const pctx = await gpuContext({ trace: true, uploadPieceBytes: 4096 });
+    try {
+      const seed = randomSeed();
+      const r = rng(seed);
+      const words = 5000;
+      const data = r.u32Array(words);
+      const init = r.u32Array(words + 16);
+      const s = pctx.createStream({ label: 'blocked pieces' });
+      const d = pctx.alloc((words + 16) * 4);
+      s.upload(init, d);
+      const g = gate();
+      const log: string[] = [];
+      s.hostFn(() => g.wait.then(() => void log.push('host')));
+      pctx.flush(); // the last piece of `init`
+      const before = pctx.scheduler.submitLog!.flat().length;
+      // srcOffset 12, dstOffset 40, 19000 bytes: 5 pieces of 3800, all behind the host function.
+      s.upload(data, d, { srcOffset: 12, dstOffset: 40, size: 19_000 });
+      await new Promise((res) => setImmediate(res));
+      expect(pctx.scheduler.submitLog!.flat().length).toBe(before); // nothing passed the host function
+      g.open();
+      const got = new Uint32Array(words + 16);
+      s.download(d, got);
+      await s.synchronize();
+      const want = init.slice();
+      want.set(data.subarray(3, 3 + 19_000 / 4), 10);
+      expect(firstMismatch(got, want), `seed ${seed}`).toBeNull();
+      expect(log).toEqual(['host']);
+      expect(pctx.errors).toEqual([]);
+    } finally {
+      pctx.destroy();
+    }
+  });
+
+  it('validates uploadPieceBytes', async () => {
+    await expect(gpuContext({ uploadPieceBytes: 4094 })).rejects.toThrow(/`uploadPieceBytes` to be 0 \(uploads go whole\) or a multiple of 4 of at least 4096, got 4094/);
+    await expect(gpuContext({ uploadPieceBytes: -4 })).rejects.toThrow(expect.objectContaining({ name: 'InvalidArgumentError' }));
+  });
+});
+
 describe('priorities', () => {
   it('ready work of a higher-priority stream is submitted first and overtakes queued low-priority work', async () => {
     const pctx = await gpuContext({ trace: true, maxSubmitsInFlight: 1, maxOpsPerSubmit: 2 });
