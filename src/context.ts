@@ -46,7 +46,12 @@ export interface ContextOptions {
    * least this many bytes, at most 8, each staged and submitted before the next is copied in, so
    * the GPU's copy of one piece runs while the host copies the next (as CUDA stages pageable
    * `cudaMemcpyAsync`). The pieces are ops of the stream, in order; the call returns the last
-   * one's id. A multiple of 4, at least 4096; 0 sends every upload whole. @default 32 MiB
+   * one's id. A multiple of 4, at least 4096; 0 sends every upload whole.
+   *
+   * Off by default: it pays where the GPU's copy out of staging is slow next to the host's copy
+   * into it (a slow PCIe link; SwiftShader: 64 MiB went 1.8x faster). On the H100 host it lost:
+   * the copy out ran at 50 GB/s, yet the host filled several smaller staging buffers 20% slower than
+   * one big one (docs/PERFORMANCE.md, "Pageable uploads"). @default 0
    */
   uploadPieceBytes?: number;
   /** Device label. @default 'webgpu-streams' */
@@ -65,8 +70,7 @@ export interface AdapterInfo {
 
 const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'label', 'keepAlive'] as const;
 
-/** Default {@link ContextOptions.uploadPieceBytes}: 32 MiB costs one submit (~0.1 ms on an H100) per ~3 ms of host copy. */
-export const DEFAULT_UPLOAD_PIECE_BYTES = 32 * 1024 * 1024;
+
 
 /**
  * Creates a context: requests an adapter and device (or borrows `options.device`) and sets up the
@@ -150,7 +154,7 @@ export class Context {
     const maxSubmitsInFlight = options.maxSubmitsInFlight === undefined ? 16 : options.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', options.maxSubmitsInFlight, 1, 1 << 20, site);
     const maxOpsPerSubmit = options.maxOpsPerSubmit === undefined || options.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', options.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site);
     const captureStacks = options.captureStacks === undefined || options.captureStacks === 'all' ? (options.captureStacks ?? true) : expectBoolean('captureStacks', options.captureStacks, site);
-    const uploadPieceBytes = options.uploadPieceBytes === undefined ? DEFAULT_UPLOAD_PIECE_BYTES : expectInteger('uploadPieceBytes', options.uploadPieceBytes, 0, Number.MAX_SAFE_INTEGER, site);
+    const uploadPieceBytes = options.uploadPieceBytes === undefined ? 0 : expectInteger('uploadPieceBytes', options.uploadPieceBytes, 0, Number.MAX_SAFE_INTEGER, site);
     if (uploadPieceBytes !== 0 && (uploadPieceBytes < 4096 || uploadPieceBytes % 4 !== 0)) {
       throw new InvalidArgumentError(`Expected \`uploadPieceBytes\` to be 0 (uploads go whole) or a multiple of 4 of at least 4096, got ${uploadPieceBytes}`, site);
     }

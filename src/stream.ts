@@ -188,10 +188,10 @@ export class Stream {
    * Host-to-device transfer. From a `PinnedBuffer` ('upload' kind): the GPU copies straight out of
    * the mapped memory you filled; the buffer is the GPU's until this op completes. From any
    * `ArrayBufferView` (pageable): the data is copied into pooled staging now, at the call, so you
-   * may reuse your array at once (as with `cudaMemcpyAsync` from pageable memory). A pageable
-   * upload above `uploadPieceBytes` (32 MiB by default) goes as up to 8 equal pieces, one op each
-   * in stream order, each submitted as soon as it is staged when the stream lets it run, so the GPU
-   * copies one piece while the host copies the next in.
+   * may reuse your array at once (as with `cudaMemcpyAsync` from pageable memory). With the
+   * context's `uploadPieceBytes` set, a pageable upload above it goes as up to 8 equal pieces, one
+   * op each in stream order, each submitted as soon as it is staged when the stream lets it run, so
+   * the GPU copies one piece while the host copies the next in.
    * @returns the op id (of the last piece)
    */
   upload(src: PinnedBuffer | ArrayBufferView, dst: DeviceBuffer, options?: CopyOptions): number {
