@@ -10,6 +10,7 @@ const CLI_ENTRIES: Record<string, string> = {
   'diag-host': 'bench/diag-host.ts',
   'diag-latency': 'bench/diag-latency.ts',
   'diag-contention': 'bench/diag-contention.ts',
+  'diag-staging': 'bench/diag-staging.ts',
 };
 
 /** Examples and the page import the library by its package name; resolve it to the sources. */

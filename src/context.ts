@@ -70,8 +70,6 @@ export interface AdapterInfo {
 
 const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'label', 'keepAlive'] as const;
 
-
-
 /**
  * Creates a context: requests an adapter and device (or borrows `options.device`) and sets up the
  * default stream. In Node, use `createNodeContext` from 'webgpu-streams/node'.

@@ -1,5 +1,5 @@
 /**
- * The diagnostics (`npm run diag:host`, `npm run diag:latency`, `npm run diag:contention`) as the GPU machine runs them: one
+ * The diagnostics (`npm run diag:host`, `npm run diag:latency`, `npm run diag:contention`, `npm run diag:staging`) as the GPU machine runs them: one
  * bundled file each, importing only `webgpu` and node: builtins. diag-host checks the library and
  * raw pipelines' outputs against the CPU reference and exits 1 on a mismatch, so a run that exits
  * 0 has verified both; its JSON keeps the per-chunk timelines.
@@ -83,6 +83,19 @@ describe('diagnostics', () => {
     for (const t of Object.values(json.times)) for (const k of ['fill', 'read', 'js']) expect(t[k]).toHaveLength(3);
     expect(Object.keys(json.rates).sort()).toEqual(['download', 'kernel', 'mix', 'upload']);
     for (const r of Object.values(json.rates)) expect(Math.min(...r.busy, ...r.alone)).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('diag-staging times fills by how the staging is cut and the library upload whole and in pieces, all checked', () => {
+    const file = build('cli-diag-staging');
+    const run = spawnSync(process.execPath, [file, '--mib', '1', '--repeats', '1', '--out', out], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/host copy of 1 MiB into N mapped MAP_WRITE buffers/);
+    expect(run.stdout).toMatch(/verified: every upload read back equal to the source \(1 MiB\)/);
+    const json = JSON.parse(readFileSync(join(out, 'diag-staging.json'), 'utf8')) as { fill: { buffers: number; fillGBps: number }[]; uploads: { name: string; ms: number[] }[] };
+    expect(json.fill.map((r) => r.buffers)).toEqual([1, 2, 4, 8, 32]);
+    for (const r of json.fill) expect(r.fillGBps).toBeGreaterThan(0);
+    expect(json.uploads.map((u) => u.name)).toEqual(['whole', '2 pieces', '4 pieces', '8 pieces']);
+    for (const u of json.uploads) expect(u.ms).toHaveLength(1);
   }, 120_000);
 
   it('diag-latency times back-to-back submits after idle periods', () => {
