@@ -54,6 +54,15 @@ export interface ContextOptions {
    * one big one (docs/PERFORMANCE.md, "Pageable uploads"). @default 0
    */
   uploadPieceBytes?: number;
+  /**
+   * Free staging the pool keeps for reuse (pageable uploads and downloads), bytes; more is
+   * destroyed when it comes back (also `ctx.staging.maxPooledBytes`, `ctx.staging.trim()`). A
+   * transfer larger than this gets a new staging buffer on every call, and a new mapped buffer
+   * costs far more than the copy: a 1 GiB pageable upload took 808 ms against 127 ms with the
+   * pool raised to 1 GiB (H100 host, `npm run diag:staging`). Raise it for repeated transfers that
+   * large, or upload from a pinned buffer. @default 512 MiB
+   */
+  stagingPoolBytes?: number;
   /** Device label. @default 'webgpu-streams' */
   label?: string;
   /** @internal keeps a native WebGPU instance (Dawn in Node) alive as long as the context */
@@ -68,7 +77,7 @@ export interface AdapterInfo {
   description: string;
 }
 
-const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'label', 'keepAlive'] as const;
+const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'stagingPoolBytes', 'label', 'keepAlive'] as const;
 
 /**
  * Creates a context: requests an adapter and device (or borrows `options.device`) and sets up the
@@ -156,6 +165,7 @@ export class Context {
     if (uploadPieceBytes !== 0 && (uploadPieceBytes < 4096 || uploadPieceBytes % 4 !== 0)) {
       throw new InvalidArgumentError(`Expected \`uploadPieceBytes\` to be 0 (uploads go whole) or a multiple of 4 of at least 4096, got ${uploadPieceBytes}`, site);
     }
+    const stagingPoolBytes = options.stagingPoolBytes === undefined ? undefined : expectInteger('stagingPoolBytes', options.stagingPoolBytes, 0, Number.MAX_SAFE_INTEGER, site);
     const traceOpt = options.trace ?? false;
     const traceOn = traceOpt !== false;
     const traceGpu = typeof traceOpt === 'object' && traceOpt.gpuTimestamps === true;
@@ -167,7 +177,7 @@ export class Context {
     this.features = { timestampQuery: options.timing !== false && device.features.has('timestamp-query') };
     this.limits = device.limits;
     this.trace = new Trace();
-    this.staging = new StagingPool(device, this.memory);
+    this.staging = new StagingPool(device, this.memory, stagingPoolBytes);
     this.scheduler = new Scheduler(device, this.staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null);
     this.#host = {
       scheduler: this.scheduler,

@@ -637,6 +637,28 @@ describe('staging pool and user kernels', () => {
     expect(ctx.memory.staging).toBeGreaterThan(0);
   });
 
+  it('stagingPoolBytes bounds the free staging kept: with 0 a read-back buffer is destroyed once its download completes', async () => {
+    const seed = randomSeed();
+    const data = rng(seed).u32Array(2000);
+    for (const [poolBytes, kept] of [[0, 0], [1 << 20, 8192]] as const) {
+      const pctx = await gpuContext({ stagingPoolBytes: poolBytes });
+      try {
+        const s = pctx.createStream();
+        const d = pctx.alloc(data.byteLength);
+        pctx.queue.writeBuffer(d.buffer, 0, data as Uint32Array<ArrayBuffer>); // no staging of ours
+        const out = new Uint32Array(data.length);
+        s.download(d, out); // 8000 bytes: an 8192-byte read-back bucket, back in the pool before the op completes
+        await s.synchronize();
+        expect(firstMismatch(out, data), `seed ${seed}`).toBeNull();
+        expect(pctx.memory.staging, `stagingPoolBytes ${poolBytes}`).toBe(kept);
+        expect(pctx.errors).toEqual([]);
+      } finally {
+        pctx.destroy();
+      }
+    }
+    await expect(gpuContext({ stagingPoolBytes: -1 })).rejects.toThrow(/`stagingPoolBytes`/);
+  });
+
   it('runs a user kernel with a uniform binding; checks its binding sizes at the call', async () => {
     const wgsl = `
       struct Params { scale: f32, offset: f32 }
