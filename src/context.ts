@@ -49,7 +49,7 @@ export interface ContextOptions {
    * one's id. A multiple of 4, at least 4096; 0 sends every upload whole.
    *
    * Off by default: it pays where the GPU's copy out of staging is slow next to the host's copy
-   * into it (a slow PCIe link; SwiftShader: 64 MiB went 1.8x faster). On the H100 host it lost:
+   * into it (a slow PCIe link; SwiftShader: 64 MiB went 1.5-2.1x faster). On the H100 host it lost:
    * the copy out ran at 50 GB/s, yet the host filled several smaller staging buffers 20% slower than
    * one big one (docs/PERFORMANCE.md, "Pageable uploads"). @default 0
    */
