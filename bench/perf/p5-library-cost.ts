@@ -222,11 +222,6 @@ interface ChunkHostCost {
   checks: Check[];
 }
 
-/**
- * Host time of one pipeline chunk (64 KiB up, compute_intensive(1), down), one chunk at a time
- * so the GPU is idle while the host works: the library's enqueue + flush vs raw encode + submit +
- * mapAsync. Medians; the last chunk of each is checked.
- */
 /** One pipeline chunk through the library, as P5 times it: 64 KiB up, compute_intensive(1), down. */
 class LibChunk {
   static readonly elements = 16 * 1024;
@@ -272,6 +267,11 @@ class LibChunk {
   }
 }
 
+/**
+ * Host time of one pipeline chunk (64 KiB up, compute_intensive(1), down), one chunk at a time
+ * so the GPU is idle while the host works: the library's enqueue + flush vs raw encode + submit +
+ * mapAsync. Medians; the last chunk of each is checked.
+ */
 async function chunkHostCost(ctx: Context, seed: number, rounds: number): Promise<ChunkHostCost> {
   const ce = LibChunk.elements;
   const input = randomF32(seed ^ 0x3c6ef372, ce);
