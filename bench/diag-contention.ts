@@ -151,7 +151,6 @@ async function main(): Promise<void> {
       { binding: 1, resource: { buffer: devOut } },
     ],
   });
-  let copiesPerSubmit = 1;
   const encodeKernel = (e: GPUCommandEncoder): void => {
     const pass = e.beginComputePass();
     pass.setPipeline(pipelineAt(iterations));
@@ -203,7 +202,7 @@ async function main(): Promise<void> {
     const c = await timeSubmit('kernel', 1);
     const copy1 = await timeSubmit('upload', 1);
     const d2h1 = await timeSubmit('download', 1);
-    copiesPerSubmit = Math.max(1, Math.round(gpuMs / copy1));
+    const copiesPerSubmit = Math.max(1, Math.round(gpuMs / copy1));
     const d2hPerSubmit = Math.max(1, Math.round(gpuMs / d2h1));
     perSubmit['kernel'] = 1;
     perSubmit['upload'] = copiesPerSubmit;
