@@ -2,19 +2,25 @@
  * `Context`: one `GPUDevice` and everything the runtime keeps per device: the default stream, the
  * scheduler, the staging pool, the built-in kernels, memory accounting and the trace.
  */
-import { DestroyedError, InvalidArgumentError, WebGpuUnavailableError } from './errors.js';
+import { DestroyedError, InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { GpuEvent, type EventOptions } from './event.js';
+import { BufferUsage } from './gpu-constants.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
 import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats, StagingPool } from './memory.js';
-import { NONE, type Op } from './op.js';
-import { PinnedBuffer } from './pinned.js';
+import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import { Scheduler } from './scheduler.js';
 import { Stream, type StreamHost, type SyncOptions } from './stream.js';
 import { Trace } from './trace.js';
-import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString } from './validate.js';
+import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue, syncSignal } from './validate.js';
 
-/** Priorities run from -5 (highest) to 0 (lowest, the default), as `cudaDeviceGetStreamPriorityRange`. */
+/**
+ * Priorities run from -5 (highest) to 0 (lowest, the default), as `cudaDeviceGetStreamPriorityRange`.
+ * An integer outside is clamped to the nearest, as CUDA and PyTorch do.
+ */
 export const PRIORITY_RANGE = { greatest: -5, least: 0 } as const;
+
+/** Contexts made so far, for default labels (`ctx#1`, `ctx#2`, ...). */
+let contexts = 0;
 
 export interface ContextOptions {
   /** Use this device (it is never destroyed by us). @default request one from `gpu` */
@@ -25,8 +31,11 @@ export interface ContextOptions {
   powerPreference?: GPUPowerPreference;
   /** Request 'timestamp-query' when the adapter has it (event timing, GPU trace). @default true */
   timing?: boolean;
-  /** Record trace spans per op; `{ gpuTimestamps: true }` also times every GPU op. @default false */
-  trace?: boolean | { gpuTimestamps?: boolean };
+  /**
+   * Record trace spans per op; `{ gpuTimestamps: true }` also times every GPU op; `limit`: op
+   * records and submits kept (the oldest are dropped). @default false (limit 100000)
+   */
+  trace?: boolean | { gpuTimestamps?: boolean; limit?: number };
   /**
    * Submits the GPU may hold at once. More work stays queued on the host, where work of
    * higher-priority streams can overtake it. @default 16
@@ -63,7 +72,7 @@ export interface ContextOptions {
    * large, or upload from a pinned buffer. @default 512 MiB
    */
   stagingPoolBytes?: number;
-  /** Device label. @default 'webgpu-streams' */
+  /** The context's label, in error messages and on the device it requests. @default 'ctx#<n>' */
   label?: string;
   /** @internal keeps a native WebGPU instance (Dawn in Node) alive as long as the context */
   keepAlive?: unknown;
@@ -84,9 +93,18 @@ const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'max
  * default stream. In Node, use `createNodeContext` from 'webgpu-streams/node'.
  */
 export async function createContext(options: ContextOptions = {}): Promise<Context> {
-  const o = expectObject('options', options, { op: 'createContext' });
-  expectKnownKeys('options', o, OPTION_KEYS, { op: 'createContext' });
-  const wantTiming = options.timing === undefined ? true : expectBoolean('timing', options.timing, { op: 'createContext' });
+  const site = { op: 'createContext' };
+  const o = expectObject('options', options, site);
+  expectKnownKeys('options', o, OPTION_KEYS, site);
+  const wantTiming = o.timing === undefined ? true : expectBoolean('timing', o.timing, site);
+  if (o.device !== undefined && !isDevice(o.device)) throw new InvalidArgumentError(`Expected \`device\` to be a GPUDevice, got ${showValue(o.device)}`, site);
+  if (o.gpu !== undefined && typeof (o.gpu as GPU | null)?.requestAdapter !== 'function') throw new InvalidArgumentError(`Expected \`gpu\` to be a GPU (navigator.gpu), got ${showValue(o.gpu)}`, site);
+  if (o.powerPreference !== undefined && o.powerPreference !== 'low-power' && o.powerPreference !== 'high-performance') {
+    throw new InvalidArgumentError(`Expected \`powerPreference\` to be 'low-power' or 'high-performance', got ${showValue(o.powerPreference)}`, site);
+  }
+  if (o.label !== undefined) expectString('label', o.label, site);
+  checkContextOptions(o, site);
+  const label = options.label ?? `ctx#${++contexts}`;
   let device = options.device;
   let info: AdapterInfo | undefined;
   const owned = !device;
@@ -109,10 +127,28 @@ export async function createContext(options: ContextOptions = {}): Promise<Conte
       maxBufferSize: adapter.limits.maxBufferSize,
       maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
     };
-    device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits, label: options.label ?? 'webgpu-streams' });
+    device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits, label });
     info = readInfo((adapter as { info?: GPUAdapterInfo }).info);
   }
-  return new Context(device, { ...options, timing: wantTiming }, owned, info ?? readInfo((device as { adapterInfo?: GPUAdapterInfo }).adapterInfo));
+  return new Context(device, { ...options, timing: wantTiming, label }, owned, info ?? readInfo((device as { adapterInfo?: GPUAdapterInfo }).adapterInfo));
+}
+
+function isDevice(d: unknown): d is GPUDevice {
+  return typeof d === 'object' && d !== null && typeof (d as GPUDevice).createBuffer === 'function' && typeof (d as GPUDevice).queue === 'object';
+}
+
+/** Checks the options the Context constructor reads (before a device is requested for nothing). */
+function checkContextOptions(o: Record<string, unknown>, site: ErrorSite): void {
+  const t = o.trace;
+  if (t !== undefined && typeof t !== 'boolean') {
+    const to = expectObject('trace', t, site);
+    expectKnownKeys('trace', to, ['gpuTimestamps', 'limit'], site);
+    if (to.gpuTimestamps !== undefined) expectBoolean('trace.gpuTimestamps', to.gpuTimestamps, site);
+    if (to.limit !== undefined) expectInteger('trace.limit', to.limit, 1, Number.MAX_SAFE_INTEGER, site);
+  }
+  if (o.captureStacks !== undefined && o.captureStacks !== 'all' && typeof o.captureStacks !== 'boolean') {
+    throw new InvalidArgumentError(`Expected \`captureStacks\` to be a boolean or 'all', got ${showValue(o.captureStacks)}`, site);
+  }
 }
 
 function readInfo(i: GPUAdapterInfo | undefined): AdapterInfo {
@@ -130,6 +166,8 @@ export interface BuiltinKernels {
 }
 
 export class Context {
+  /** The context's label (`ctx#<n>` unless given): error messages name it. */
+  readonly label: string;
   readonly device: GPUDevice;
   readonly queue: GPUQueue;
   readonly adapterInfo: AdapterInfo;
@@ -152,12 +190,14 @@ export class Context {
   #buffers = 0;
   #kernels: Partial<Record<keyof BuiltinKernels, Kernel>> = {};
   readonly #host: StreamHost;
+  readonly #pinnedHost: PinnedHost;
   /** Resolves with the loss reason when the device is lost. */
   readonly lost: Promise<{ reason: string; message: string }>;
 
   /** @internal use `createContext()` */
   constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
     const site = { op: 'createContext' };
+    checkContextOptions(options as Record<string, unknown>, site);
     const maxSubmitsInFlight = options.maxSubmitsInFlight === undefined ? 16 : options.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', options.maxSubmitsInFlight, 1, 1 << 20, site);
     const maxOpsPerSubmit = options.maxOpsPerSubmit === undefined || options.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', options.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site);
     const captureStacks = options.captureStacks === undefined || options.captureStacks === 'all' ? (options.captureStacks ?? true) : expectBoolean('captureStacks', options.captureStacks, site);
@@ -169,6 +209,8 @@ export class Context {
     const traceOpt = options.trace ?? false;
     const traceOn = traceOpt !== false;
     const traceGpu = typeof traceOpt === 'object' && traceOpt.gpuTimestamps === true;
+    const label = options.label ?? `ctx#${++contexts}`;
+    this.label = label;
     this.device = device;
     this.queue = device.queue;
     this.adapterInfo = info;
@@ -177,23 +219,28 @@ export class Context {
     this.features = { timestampQuery: options.timing !== false && device.features.has('timestamp-query') };
     this.limits = device.limits;
     this.trace = new Trace();
+    if (typeof traceOpt === 'object' && traceOpt.limit !== undefined) this.trace.limit = traceOpt.limit;
     this.staging = new StagingPool(device, this.memory, stagingPoolBytes);
-    this.scheduler = new Scheduler(device, this.staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null);
+    this.scheduler = new Scheduler(device, this.staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null, label);
+    const scheduler = this.scheduler;
     this.#host = {
-      scheduler: this.scheduler,
+      scheduler,
       staging: this.staging,
+      device,
+      label,
       captureStacks,
       uploadPieceBytes,
-      maxWorkgroupsPerDimension: device.limits.maxComputeWorkgroupsPerDimension,
+      limits: device.limits,
+      timestampQuery: this.features.timestampQuery,
       checkAlive: (op, stream) => this.#checkAlive(op, stream),
-      eventOp: (e) => e.last,
-      recordEvent: (e, stream, callSite) => {
-        if (!(e instanceof GpuEvent)) throw new InvalidArgumentError(`Expected a GpuEvent (ctx.createEvent()), got ${String(e)}`, { op: 'record', stream: stream.label });
-        const timing = e.timing && this.features.timestampQuery;
-        const op = this.scheduler.enqueue(stream.queue, { kind: 'record', timing, timestamp: null, eventLabel: e.label }, NONE, NONE, callSite, e.label);
-        e.last = op;
-        return op;
-      },
+    };
+    this.#pinnedHost = {
+      device,
+      label,
+      closed: () => scheduler.closed,
+      onMapped: () => scheduler.scheduleFlush(true),
+      hostWindow: (claimants) => scheduler.hostWindow(claimants),
+      checkWait: (claimants, what) => scheduler.checkWait(claimants, what),
     };
     this.defaultStream = new Stream(this.#host, this.scheduler.defaultQueue);
     this.lost = device.lost.then((info) => {
@@ -203,15 +250,17 @@ export class Context {
   }
 
   /**
-   * A new stream. `priority`: lower number = higher priority, from `priorityRange.greatest` (-5) to
-   * `least` (0, the default). `nonBlocking`: do not synchronize with the default stream.
+   * A new stream (`cudaStreamCreateWithPriority`). `priority`: lower number = higher priority, from
+   * `priorityRange.greatest` (-5) to `least` (0, the default); integers outside are clamped, as in
+   * CUDA and PyTorch. `nonBlocking`: do not synchronize with the default stream.
    */
   createStream(options: { label?: string; priority?: number; nonBlocking?: boolean } = {}): Stream {
-    const site = { op: 'createStream' };
+    const site = { op: 'createStream', context: this.label };
     this.#checkAlive('createStream');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label', 'priority', 'nonBlocking'], site);
-    const priority = o.priority === undefined ? 0 : expectInteger('priority', o.priority, PRIORITY_RANGE.greatest, PRIORITY_RANGE.least, site);
+    const asked = o.priority === undefined ? 0 : expectInteger('priority', o.priority, -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, site);
+    const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
     const label = o.label === undefined ? `stream#${++this.#streams}` : expectString('label', o.label, site);
     return new Stream(this.#host, this.scheduler.createQueue(label, priority, nonBlocking));
@@ -219,7 +268,7 @@ export class Context {
 
   /** A new event; `timing: true` for `elapsedTime`. */
   createEvent(options: EventOptions = {}): GpuEvent {
-    const site = { op: 'createEvent' };
+    const site = { op: 'createEvent', context: this.label };
     this.#checkAlive('createEvent');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['timing', 'label'], site);
@@ -227,25 +276,28 @@ export class Context {
     const label = o.label === undefined ? `event#${++this.#events}` : expectString('label', o.label, site);
     return new GpuEvent(
       {
+        scheduler: this.scheduler,
         timestampQuery: this.features.timestampQuery,
         defaultStream: this.defaultStream,
-        whenDone: (op: Op, signal?: AbortSignal) => this.scheduler.whenDone(op, signal),
-        checkAlive: (op: string, stream: string) => this.#checkAlive(op, stream),
+        checkAlive: (op: string) => this.#checkAlive(op),
       },
       label,
       timing,
     );
   }
 
-  /** A device buffer of `bytes` (multiple of 4): STORAGE | COPY_SRC | COPY_DST unless `usage` says otherwise. */
+  /**
+   * A device buffer of `bytes` (multiple of 4): STORAGE | COPY_SRC | COPY_DST unless `usage` says
+   * otherwise (checked as WebGPU does: MAP_READ goes only with COPY_DST, MAP_WRITE only with COPY_SRC).
+   */
   alloc(bytes: number, options: { label?: string; usage?: number } = {}): DeviceBuffer {
-    const site = { op: 'alloc' };
+    const site = { op: 'alloc', context: this.label };
     this.#checkAlive('alloc');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label', 'usage'], site);
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
-    const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : expectInteger('usage', o.usage, 1, 0x3ff, site);
+    const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : checkUsage(expectInteger('usage', o.usage, 1, 0x3ff, site), site);
     const label = o.label === undefined ? `buffer#${++this.#buffers}` : expectString('label', o.label, site);
     return new DeviceBuffer(this.device, this.memory, bytes, label, usage);
   }
@@ -255,7 +307,7 @@ export class Context {
    * `'download'` (`stream.download` into it, read it once the op completed).
    */
   allocHost(bytes: number, kind: 'upload' | 'download', options: { label?: string } = {}): PinnedBuffer {
-    const site = { op: 'allocHost' };
+    const site = { op: 'allocHost', context: this.label };
     this.#checkAlive('allocHost');
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
@@ -263,13 +315,13 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label'], site);
     const label = o.label === undefined ? `pinned#${++this.#buffers}` : expectString('label', o.label, site);
-    return new PinnedBuffer(this.device, bytes, kind, label, () => this.scheduler.scheduleFlush(), (claimants) => this.scheduler.hostWindow(claimants));
+    return new PinnedBuffer(this.#pinnedHost, bytes, kind, label);
   }
 
   /** A kernel from WGSL (bindings in @group(0), numbered from 0). */
   kernel(wgsl: string, options: KernelOptions = {}): Kernel {
     this.#checkAlive('kernel');
-    expectString('wgsl', wgsl, { op: 'kernel' });
+    expectString('wgsl', wgsl, { op: 'kernel', context: this.label });
     return new Kernel(this.device, wgsl, options);
   }
 
@@ -295,9 +347,19 @@ export class Context {
     this.scheduler.flush();
   }
 
-  /** Resolves when every stream is idle; rejects with the first unreported failure. */
+  /**
+   * Resolves when every stream is idle (`cudaDeviceSynchronize`); rejects with the failures among
+   * that work not yet reported by a context synchronize: one stream's as it is, several streams'
+   * as an `AggregateStreamError`. Each stream keeps its failure for its own `synchronize()`.
+   */
   synchronize(options: SyncOptions = {}): Promise<void> {
-    return this.scheduler.synchronizeAll(options.signal);
+    try {
+      const signal = syncSignal(options, { op: 'synchronize', context: this.label });
+      this.#checkAlive('synchronize');
+      return this.scheduler.synchronizeAll(signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   /** True once `destroy()` was called. */
@@ -306,16 +368,32 @@ export class Context {
   }
 
   /**
-   * Frees the staging pool and, when the context created the device, the device. Idempotent.
-   * Await `synchronize()` first if work is pending: destroy does not wait.
+   * Ends the context. Idempotent, and it never blocks: work not yet completed fails with
+   * `DestroyedError` (await `synchronize()` first to let it finish), every wait rejects with it,
+   * the staging pool is freed and, when the context created the device, the device is destroyed,
+   * once the GPU finished what was submitted (Dawn's `device.destroy()` blocks the thread until
+   * then: a kernel that never ends would hold it forever).
    */
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
+    const busy = this.scheduler.submitsInFlight > 0;
+    this.scheduler.close(new DestroyedError(`context '${this.label}' was destroyed`, { context: this.label }));
     this.staging.destroy();
     this.scheduler.destroy();
-    if (this.#owned) this.device.destroy();
-    void this.#keepAlive;
+    if (this.#owned) {
+      const device = this.device;
+      const keepAlive = this.#keepAlive;
+      if (!busy) device.destroy();
+      else
+        void device.queue.onSubmittedWorkDone().then(
+          () => {
+            device.destroy();
+            void keepAlive; // the native instance (Dawn) must outlive its device
+          },
+          () => device.destroy(),
+        );
+    }
   }
 
   [Symbol.dispose](): void {
@@ -323,8 +401,22 @@ export class Context {
   }
 
   #checkAlive(op: string, stream?: string): void {
-    if (this.#destroyed) throw new DestroyedError('the context was destroyed; create a new one with createContext()', { op, ...(stream !== undefined ? { stream } : {}) });
-    const lost = this.scheduler.lost;
-    if (lost) throw lost;
+    if (this.#destroyed) throw new DestroyedError(`context '${this.label}' was destroyed; create a new one with createContext()`, { op, context: this.label, ...(stream !== undefined ? { stream } : {}) });
+    const closed = this.scheduler.closed;
+    if (closed) throw closed;
   }
+}
+
+/** WebGPU's rules for buffer usages, checked at the call instead of failing the buffer later. */
+function checkUsage(usage: number, site: ErrorSite): number {
+  const mapRead = (usage & BufferUsage.MAP_READ) !== 0;
+  const mapWrite = (usage & BufferUsage.MAP_WRITE) !== 0;
+  if (mapRead && mapWrite) throw new InvalidArgumentError(`Expected \`usage\` to have MAP_READ or MAP_WRITE, not both (WebGPU), got 0x${usage.toString(16)}`, site);
+  if (mapRead && (usage & ~(BufferUsage.MAP_READ | BufferUsage.COPY_DST)) !== 0) {
+    throw new InvalidArgumentError(`Expected \`usage\` with MAP_READ to have no flag but COPY_DST (WebGPU), got 0x${usage.toString(16)}; read device data back with stream.download()`, site);
+  }
+  if (mapWrite && (usage & ~(BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC)) !== 0) {
+    throw new InvalidArgumentError(`Expected \`usage\` with MAP_WRITE to have no flag but COPY_SRC (WebGPU), got 0x${usage.toString(16)}; send host data with stream.upload()`, site);
+  }
+  return usage;
 }

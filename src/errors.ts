@@ -10,6 +10,8 @@ export interface ErrorSite {
   op?: string;
   /** Label of the stream the op was enqueued on. */
   stream?: string;
+  /** Label of the context (`ctx#1`, ... unless labelled), so two contexts' messages differ. */
+  context?: string;
   /** Stack captured when the op was enqueued (when stack capture is on): an Error, formatted lazily. */
   callSite?: string | Error | undefined;
   cause?: unknown;
@@ -20,17 +22,22 @@ export class StreamError extends Error {
   override name = 'StreamError';
   readonly op: string | undefined;
   readonly stream: string | undefined;
+  readonly context: string | undefined;
   readonly callSite: string | undefined;
 
   constructor(message: string, site: ErrorSite = {}) {
-    const where = [site.op && `op '${site.op}'`, site.stream !== undefined && `stream '${site.stream}'`]
+    const where = [
+      [site.op && `op '${site.op}'`, site.stream !== undefined && `stream '${site.stream}'`].filter(Boolean).join(' on '),
+      site.context !== undefined && `context '${site.context}'`,
+    ]
       .filter(Boolean)
-      .join(' on ');
+      .join(' in ');
     const callSite = formatSite(site.callSite);
     const at = callSite ? `\n  enqueued ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
     super(`${where ? `${where}: ` : ''}${message}${at}`, site.cause === undefined ? undefined : { cause: site.cause });
     this.op = site.op;
     this.stream = site.stream;
+    this.context = site.context;
     this.callSite = callSite;
   }
 }
@@ -85,6 +92,25 @@ export class DependencyError extends StreamError {
   override name = 'DependencyError';
 }
 
+/**
+ * A wait that could never resolve: a host function waiting (through `synchronize()` or `ready()`)
+ * for work that runs only after that same host function returns. Names the host function's stream.
+ */
+export class DeadlockError extends StreamError {
+  override name = 'DeadlockError';
+}
+
+/** Several streams failed: `ctx.synchronize()` reports each stream's first failure in `errors`. */
+export class AggregateStreamError extends StreamError {
+  override name = 'AggregateStreamError';
+  readonly errors: readonly StreamError[];
+  constructor(errors: readonly StreamError[], site: ErrorSite = {}) {
+    const lines = errors.map((e) => `  - ${e.message.split('\n')[0]}`).join('\n');
+    super(`${errors.length} streams failed:\n${lines}`, { ...site, cause: errors[0] });
+    this.errors = errors;
+  }
+}
+
 /** A wait was aborted through its `AbortSignal`. */
 export class AbortError extends StreamError {
   override name = 'AbortError';
@@ -109,7 +135,7 @@ export function captureSite(enabled: boolean): Error | undefined {
   return e;
 }
 
-const INTERNAL_FRAME = /[\\/]src[\\/](stream|event|scheduler|errors|context|memory|pinned|kernels|op)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
+const INTERNAL_FRAME = /[\\/]src[\\/](stream|event|scheduler|errors|context|memory|pinned|kernels|op|host|staging)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
 
 /** The user's frames of a captured site, innermost first. */
 export function formatSite(site: string | Error | undefined): string | undefined {

@@ -1,17 +1,20 @@
 /**
- * `GpuEvent`: a marker in a stream (`cudaEvent_t`). Record it, wait on it from other streams, query
- * or await it, and measure GPU time between two timing events from timestamp queries.
+ * `GpuEvent`: a marker in a stream (`cudaEvent_t`). Record it, wait on it from other streams (of
+ * any context), query or await it, and measure GPU time between two timing events from timestamp
+ * queries.
  */
 import { EventNotReadyError, EventTimingError, InvalidArgumentError } from './errors.js';
 import type { Op } from './op.js';
+import { StreamQueue, type Scheduler } from './scheduler.js';
 import type { Stream, SyncOptions } from './stream.js';
+import { showValue, syncSignal } from './validate.js';
 
 /** @internal what an event needs from its context */
 export interface EventHost {
+  readonly scheduler: Scheduler;
   readonly timestampQuery: boolean;
   readonly defaultStream: Stream;
-  whenDone(op: Op, signal?: AbortSignal): Promise<void>;
-  checkAlive(op: string, stream: string): void;
+  checkAlive(op: string): void;
 }
 
 export interface EventOptions {
@@ -35,31 +38,55 @@ export class GpuEvent {
     this.timing = timing;
   }
 
-  /** Records the event on `stream` (default: the context's default stream). */
+  /** @internal the context (its scheduler) the event belongs to */
+  get owner(): Scheduler {
+    return this.#host.scheduler;
+  }
+
+  /** Records the event on `stream`, a stream of its own context (default: the context's default stream) (`cudaEventRecord`). */
   record(stream: Stream = this.#host.defaultStream): number {
+    const queue = (stream as { queue?: unknown } | null)?.queue;
+    if (!(queue instanceof StreamQueue)) {
+      throw new InvalidArgumentError(`Expected \`stream\` to be a Stream (ctx.createStream()), got ${showValue(stream)}`, { op: 'record', context: this.owner.label });
+    }
     return stream.record(this);
   }
 
-  /** True when the most recent record completed, or the event was never recorded (as in CUDA). */
+  /** True when the most recent record completed, or the event was never recorded (`cudaEventQuery`). */
   query(): boolean {
     return !this.last || this.last.done;
   }
 
-  /** Resolves when the most recent record (at the time of the call) completed. */
+  /**
+   * Resolves when the most recent record (at the time of the call) completed
+   * (`cudaEventSynchronize`); rejects with the failure that made the record fail, if any.
+   */
   synchronize(options: SyncOptions = {}): Promise<void> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = syncSignal(options, { op: 'synchronize', context: this.owner.label });
+      this.#host.checkAlive('synchronize');
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const op = this.last;
-    if (!op || op.done) return Promise.resolve();
-    return this.#host.whenDone(op, options.signal);
+    if (!op) return Promise.resolve();
+    const failed = (): Promise<void> => (op.error ? Promise.reject(op.error) : Promise.resolve());
+    if (op.done) return failed();
+    return this.owner.whenDone(op, signal, `event '${this.label}'.synchronize()`).then(failed);
   }
 
   /**
    * Milliseconds of GPU time between this event and `end` (`cudaEventElapsedTime`), from GPU
-   * timestamps. Both events need `timing: true`, the device 'timestamp-query', and both records must
-   * have completed (await `end.synchronize()` first).
+   * timestamps. Both events need `timing: true`, the device 'timestamp-query', both records must
+   * have completed (await `end.synchronize()` first), and both must be of one device (one clock).
    */
   elapsedTime(end: GpuEvent): number {
-    const site = { op: 'elapsedTime' };
-    if (!(end instanceof GpuEvent)) throw new InvalidArgumentError(`Expected \`end\` to be a GpuEvent`, site);
+    const site = { op: 'elapsedTime', context: this.owner.label };
+    if (!(end instanceof GpuEvent)) throw new InvalidArgumentError(`Expected \`end\` to be a GpuEvent, got ${showValue(end)}`, site);
+    if (end.owner.device !== this.owner.device) {
+      throw new EventTimingError(`events '${this.label}' (context '${this.owner.label}') and '${end.label}' (context '${end.owner.label}') are on two devices, which have two GPU clocks: time each device's work with two events of its own`, site);
+    }
     if (!this.#host.timestampQuery) {
       throw new EventTimingError(`the device has no 'timestamp-query' feature, so events carry no GPU time; check ctx.features.timestampQuery (in Chrome it may need --enable-webgpu-developer-features or a newer GPU driver)`, site);
     }

@@ -41,6 +41,8 @@ export class DeviceBuffer {
   readonly size: number;
   readonly label: string;
   readonly usage: number;
+  /** @internal the device that made it: a stream of another device refuses it at the call */
+  readonly device: GPUDevice;
   #uses = 0;
   #destroyRequested = false;
   #freed = false;
@@ -52,6 +54,7 @@ export class DeviceBuffer {
     this.label = label;
     this.usage = usage;
     this.#stats = stats;
+    this.device = device;
     this.buffer = device.createBuffer({ size, usage, label });
     stats.add(size);
   }
@@ -110,17 +113,42 @@ export function bucketSize(bytes: number): number {
   return Math.ceil(bytes / step) * step;
 }
 
+/** Pageable uploads up to this size share 256 KiB staging blocks instead of a bucket each. */
+const SMALL_UPLOAD = 16 * 1024;
+const SHARED_BLOCK = 256 * 1024;
+
+/** A mapped MAP_WRITE staging buffer: one pageable upload's (bucketed), or shared by small ones. */
+class StagingBlock {
+  /** Ops whose bytes are in it and that are not done. */
+  users = 0;
+  /** Bytes handed out (shared blocks). */
+  used = 0;
+  /** Unmapped for the GPU: no more bytes go in; it returns to the pool once its users are done. */
+  sealed = false;
+  bytes: Uint8Array | null = null;
+  constructor(readonly buffer: GPUBuffer) {}
+}
+
+/** Where one pageable upload's bytes were staged: `offset` into `block.buffer`. */
+export interface StagingSlice {
+  readonly block: StagingBlock;
+  readonly offset: number;
+}
+
 /**
- * Staging buffers for pageable transfers, bucketed by size. Upload buffers are kept mapped (ready
- * for the CPU to fill); read-back buffers unmapped (ready for a copy). A buffer returns to the pool
- * only after the GPU is done with it: uploads through `mapAsync(WRITE)`, which resolves after the
- * copy that read it, read-backs after the host copied the data out.
+ * Staging buffers for pageable transfers. Uploads: bytes are copied in at the call; an upload of
+ * up to 16 KiB takes a slice of the current shared block (many small uploads, one buffer), a
+ * larger one a size-bucketed buffer of its own. A block is unmapped when the first op using it is
+ * encoded and goes back to the pool, re-mapped, once every op using it is done. Read-back buffers
+ * are bucketed and kept unmapped, ready for a copy. A buffer returns to the pool only after the
+ * GPU is done with it.
  */
 export class StagingPool {
   readonly #device: GPUDevice;
   readonly #stats: MemoryStats;
   readonly #uploads = new Map<number, GPUBuffer[]>();
   readonly #readbacks = new Map<number, GPUBuffer[]>();
+  #shared: StagingBlock | null = null;
   #pooledBytes = 0;
   #destroyed = false;
   /** Free bytes kept for reuse; more are destroyed on return. @default 512 MiB */
@@ -132,25 +160,70 @@ export class StagingPool {
     this.maxPooledBytes = maxPooledBytes;
   }
 
+  /** Copies `src` into staging now (pageable semantics: the caller may reuse it at once). */
+  stage(src: Uint8Array, stream: string): StagingSlice {
+    const size = src.byteLength;
+    if (size <= SMALL_UPLOAD) {
+      let block = this.#shared;
+      if (!block || block.used + size > SHARED_BLOCK) {
+        if (block) this.#seal(block);
+        block = this.#shared = this.#mapped(this.#acquireUpload(SHARED_BLOCK, 'shared'));
+      }
+      const offset = block.used;
+      block.used += Math.ceil(size / 4) * 4;
+      block.users++;
+      block.bytes!.set(src, offset);
+      return { block, offset };
+    }
+    const block = this.#mapped(this.#acquireUpload(size, stream));
+    block.users++;
+    block.bytes!.set(src);
+    this.#seal(block);
+    return { block, offset: 0 };
+  }
+
+  /** Before the GPU copies out of `slice`: its block leaves the host (later uploads take a new one). */
+  seal(slice: StagingSlice): void {
+    if (!slice.block.sealed) this.#seal(slice.block);
+  }
+
+  /** The op that used `slice` is done (or skipped): its block goes back once its last user is. */
+  release(slice: StagingSlice): void {
+    const block = slice.block;
+    if (--block.users > 0) return;
+    if (!block.sealed) {
+      block.used = 0; // the current shared block, never sent: its space is free again
+      return;
+    }
+    block.buffer.mapAsync(MapMode.WRITE).then(
+      () => this.#keep(this.#uploads, block.buffer),
+      () => this.#drop(block.buffer),
+    );
+  }
+
+  #mapped(buffer: GPUBuffer): StagingBlock {
+    const block = new StagingBlock(buffer);
+    block.bytes = new Uint8Array(buffer.getMappedRange());
+    return block;
+  }
+
+  #seal(block: StagingBlock): void {
+    block.sealed = true;
+    block.bytes = null;
+    block.buffer.unmap();
+    if (this.#shared === block) this.#shared = null;
+  }
+
   /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
-  acquireUpload(bytes: number, stream: string): GPUBuffer {
-    const size = bucketSize(bytes);
-    const free = this.#uploads.get(size);
-    const buf = free?.pop();
+  #acquireUpload(bytes: number, stream: string): GPUBuffer {
+    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : bucketSize(bytes);
+    const buf = this.#uploads.get(size)?.pop();
     if (buf) {
       this.#pooledBytes -= size;
       return buf;
     }
     this.#stats.staging += size;
-    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${stream} upload)` });
-  }
-
-  /** Gives an upload buffer back after the submit that reads it; it is re-mapped first. */
-  releaseUpload(buf: GPUBuffer): void {
-    buf.mapAsync(MapMode.WRITE).then(
-      () => this.#keep(this.#uploads, buf),
-      () => this.#drop(buf),
-    );
+    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${stream})` });
   }
 
   /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`; `forOp`'s name goes into a new buffer's label (made only then). */
@@ -183,6 +256,11 @@ export class StagingPool {
   destroy(): void {
     this.#destroyed = true;
     this.trim();
+    const shared = this.#shared;
+    if (shared && shared.users === 0) {
+      this.#shared = null;
+      this.#drop(shared.buffer);
+    }
   }
 
   #keep(map: Map<number, GPUBuffer[]>, buf: GPUBuffer): void {

@@ -13,6 +13,7 @@ import type { DeviceBuffer } from './memory.js';
 import type { PinnedBuffer } from './pinned.js';
 import type { Kernel } from './kernels.js';
 import type { StreamQueue } from './scheduler.js';
+import type { StagingSlice } from './memory.js';
 
 export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'hostFn' | 'record' | 'wait';
 
@@ -35,7 +36,8 @@ export interface UploadPayload {
   kind: 'upload';
   /** Pinned source, or null when `staging` holds a pooled copy of pageable data. */
   pinned: PinnedBuffer | null;
-  staging: GPUBuffer | null;
+  /** Where a pageable upload's bytes were staged (a whole pooled buffer or a slice of a shared one). */
+  staging: StagingSlice | null;
   srcOffset: number;
   dst: GPUBuffer;
   dstOffset: number;
@@ -71,6 +73,19 @@ export interface WaitPayload {
 }
 
 export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | HostFnPayload | RecordPayload | WaitPayload;
+
+/**
+ * What a completed op keeps of its payload: its kind only (a record keeps its timestamp), so a
+ * finished op (a stream's tail, an event's last record) holds no user array, function or buffer.
+ */
+const RELEASED: Record<Exclude<OpKind, 'record'>, Payload> = Object.freeze({
+  launch: Object.freeze({ kind: 'launch' }) as unknown as Payload,
+  copy: Object.freeze({ kind: 'copy' }) as unknown as Payload,
+  upload: Object.freeze({ kind: 'upload', pinned: null, staging: null }) as unknown as Payload,
+  download: Object.freeze({ kind: 'download', pinned: null, view: null, readback: null }) as unknown as Payload,
+  hostFn: Object.freeze({ kind: 'hostFn' }) as unknown as Payload,
+  wait: Object.freeze({ kind: 'wait', what: '' }) as unknown as Payload,
+});
 
 /** One shared empty list of ops or buffers, for ops with none (frozen: a push would be a bug, and throws). */
 export const NONE: never[] = Object.freeze([]) as never[];
@@ -113,11 +128,17 @@ export class Op {
 
   /** When the op went through each stage; only while tracing (a queued op stays small otherwise). */
   times: OpTimes | null = null;
+  /**
+   * WebGPU may reject it where the call could not check everything (a raw GPUBuffer, a binding size
+   * the WGSL reflection could not compute): it goes in a submit of its own, and what depends on it
+   * waits until that submit validated, so a rejection fails this op alone (see scheduler.ts).
+   */
+  isolated = false;
 
   constructor(
     readonly id: number,
     readonly stream: StreamQueue,
-    readonly payload: Payload,
+    public payload: Payload,
     deps: Op[],
     buffers: DeviceBuffer[],
     readonly callSite: Error | undefined,
@@ -168,7 +189,13 @@ export class Op {
     return k === 'launch' || k === 'copy' || k === 'upload' || k === 'download' || (k === 'record' && this.payload.timing);
   }
 
-  site(): { op: string; stream: string; callSite: Error | undefined } {
-    return { op: this.kind, stream: this.stream.label, callSite: this.callSite };
+  site(): { op: string; stream: string; context: string; callSite: Error | undefined } {
+    return { op: this.kind, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite };
+  }
+
+  /** Drops the payload's references (user arrays, functions, buffers) once the op is done. */
+  release(): void {
+    const k = this.payload.kind;
+    if (k !== 'record') this.payload = RELEASED[k];
   }
 }

@@ -8,7 +8,7 @@
  * `PinnedBufferBusyError` naming the op and stream holding it; once those ops completed the buffer
  * is re-mapped by itself and `ready()` resolves.
  */
-import { DestroyedError, PinnedBufferBusyError } from './errors.js';
+import { DestroyedError, PinnedBufferBusyError, type StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 
 /** The mapped range and the views made of it so far (each made on first use). */
@@ -27,12 +27,24 @@ export interface Claimant {
   readonly stream: { readonly label: string };
 }
 
-/**
- * Decides whether the host may touch a buffer whose claimants are all still unencoded: true when
- * each of them waits behind a host function of its own stream that is running now (so a host
- * callback may fill the buffer that the next op of its stream uploads, as CUDA allows).
- */
-export type HostWindow = (claimants: ReadonlySet<Claimant>) => boolean;
+/** @internal what a pinned buffer needs from its context */
+export interface PinnedHost {
+  readonly device: GPUDevice;
+  /** The context's label, for messages. */
+  readonly label: string;
+  /** The device-loss or destroy error once the context can no longer run work, else null. */
+  closed(): StreamError | null;
+  /** The buffer was mapped back: work waiting for that may go on. */
+  onMapped(): void;
+  /**
+   * May the code running now touch a buffer whose claimants are all unencoded? Only the host
+   * function running now, when each claimant is a later op of its own stream (it fills the buffer
+   * that op uploads, as CUDA allows); throws DeadlockError from `ready()` called by such a function.
+   */
+  hostWindow(claimants: ReadonlySet<Claimant>): boolean;
+  /** Throws DeadlockError when a running host function waits for a claimant queued behind it. */
+  checkWait(claimants: ReadonlySet<Claimant>, what: string): void;
+}
 
 export class PinnedBuffer {
   readonly kind: 'upload' | 'download';
@@ -54,33 +66,36 @@ export class PinnedBuffer {
   #failWaiters: ((e: unknown) => void)[] = [];
   #destroyRequested = false;
   #freed = false;
-  readonly #onMapped: () => void;
-  readonly #hostWindow: HostWindow;
+  readonly #host: PinnedHost;
 
   /** @internal use `ctx.allocHost` */
-  constructor(device: GPUDevice, size: number, kind: 'upload' | 'download', label: string, onMapped: () => void, hostWindow: HostWindow = () => false) {
+  constructor(host: PinnedHost, size: number, kind: 'upload' | 'download', label: string) {
     this.kind = kind;
     this.size = size;
     this.label = label;
-    this.#onMapped = onMapped;
-    this.#hostWindow = hostWindow;
+    this.#host = host;
     const usage = kind === 'upload' ? BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC : BufferUsage.MAP_READ | BufferUsage.COPY_DST;
-    this.buffer = device.createBuffer({ size, usage, mappedAtCreation: true, label });
+    this.buffer = host.device.createBuffer({ size, usage, mappedAtCreation: true, label });
+  }
+
+  /** @internal the device that made it: a stream of another device refuses it at the call */
+  get device(): GPUDevice {
+    return this.#host.device;
   }
 
   /** True when the host owns the buffer: mapped, and no enqueued op uses it. `ready()` waits for this. */
   get isHostOwned(): boolean {
-    return this.state === 'mapped' && this.claims === 0 && !this.#destroyRequested;
+    return this.state === 'mapped' && this.claims === 0 && !this.#destroyRequested && !this.#host.closed();
   }
 
   /**
-   * The views are usable when the host owns the buffer, and also while every op that uses it waits
-   * behind a host function of its own stream that is running now: fill the buffer from that
-   * callback for the op after it (as CUDA allows). Code outside the callback should `await ready()`.
+   * The views are usable when the host owns the buffer, and also from inside a host function while
+   * every op that uses the buffer is a later op of that function's own stream: fill the buffer
+   * there for the op after it (as CUDA allows). Any other code should `await ready()`.
    */
   #viewsUsable(): boolean {
     if (this.isHostOwned) return true;
-    return this.state === 'mapped' && !this.#destroyRequested && this.claims === this.unencoded && this.#hostWindow(this.claimants);
+    return this.state === 'mapped' && !this.#destroyRequested && !this.#host.closed() && this.claims === this.unencoded && this.#host.hostWindow(this.claimants);
   }
 
   /** The whole buffer as bytes. Valid only while the host owns the buffer: re-read after `ready()`. */
@@ -107,7 +122,14 @@ export class PinnedBuffer {
    */
   ready(): Promise<void> {
     if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, { op: 'ready' }));
+    const closed = this.#host.closed();
+    if (closed) return Promise.reject(closed);
     if (this.isHostOwned) return Promise.resolve();
+    try {
+      this.#host.checkWait(this.claimants, `pinned buffer '${this.label}'.ready()`);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const p = new Promise<void>((resolve, reject) => {
       this.#waiters.push(resolve);
       this.#failWaiters.push(reject);
@@ -175,6 +197,21 @@ export class PinnedBuffer {
     }
   }
 
+  /** @internal views were handed out since the buffer was last mapped */
+  get hasViews(): boolean {
+    return this.#views !== null;
+  }
+
+  /**
+   * @internal an op that uses it was enqueued while the mapping stays (a host function ahead may
+   * fill it): views taken before now detach, so only that host function writes what is uploaded.
+   * Resolves once mapped again, contents kept.
+   */
+  detachViews(): Promise<void> {
+    this.unmapForGpu();
+    return this.map();
+  }
+
   /** @internal before encoding a copy that uses it: the host loses the mapping */
   unmapForGpu(): void {
     if (this.state === 'mapped') {
@@ -196,25 +233,34 @@ export class PinnedBuffer {
         this.state = 'mapped';
         this.#views = null;
         this.#settle();
-        this.#onMapped();
+        this.#host.onMapped();
       },
       (err: unknown) => {
         this.#mapping = null;
         this.state = 'unmapped';
-        for (const f of this.#failWaiters) f(err);
-        this.#waiters = [];
-        this.#failWaiters = [];
+        this.#rejectWaiters(this.#host.closed() ?? err);
         throw err;
       },
     ));
   }
 
+  /** Resolves `ready()` waiters once the host owns the buffer; rejects them once the context is lost or destroyed. */
   #settle(): void {
-    if (!this.isHostOwned || this.#waiters.length === 0) return;
+    if (this.#waiters.length === 0) return;
+    const closed = this.#host.closed();
+    if (closed) return this.#rejectWaiters(closed);
+    if (!this.isHostOwned) return;
     const ws = this.#waiters;
     this.#waiters = [];
     this.#failWaiters = [];
     for (const w of ws) w();
+  }
+
+  #rejectWaiters(err: unknown): void {
+    const fs = this.#failWaiters;
+    this.#waiters = [];
+    this.#failWaiters = [];
+    for (const f of fs) f(err);
   }
 
   #free(): void {
@@ -226,6 +272,8 @@ export class PinnedBuffer {
 
   #viewsOrThrow(): Views {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'view' });
+    const closed = this.#host.closed();
+    if (closed) throw closed;
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id > h.id) h = c;
@@ -234,7 +282,7 @@ export class PinnedBuffer {
       }
       const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
-        `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued before that op, or use another buffer`,
+        `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued on that stream before that op, or use another buffer`,
         h ? { op: 'view', stream: h.stream.label } : { op: 'view' },
       );
     }

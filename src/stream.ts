@@ -5,14 +5,14 @@
  * the scheduler merges every stream into it (see scheduler.ts).
  */
 import { captureSite, DestroyedError, InvalidArgumentError, KernelBindingError, type ErrorSite } from './errors.js';
+import { GpuEvent } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
-import type { Kernel } from './kernels.js';
+import { Kernel } from './kernels.js';
 import { DeviceBuffer, type StagingPool } from './memory.js';
 import { NONE, type Op } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler, StreamQueue } from './scheduler.js';
-import type { GpuEvent } from './event.js';
-import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
+import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal } from './validate.js';
 
 /** A buffer a kernel can bind: one of ours, or a raw `GPUBuffer` (not tracked). */
 export type Bindable = DeviceBuffer | GPUBuffer;
@@ -45,19 +45,40 @@ export interface SyncOptions {
 export interface StreamHost {
   readonly scheduler: Scheduler;
   readonly staging: StagingPool;
+  readonly device: GPUDevice;
+  /** The context's label, for messages. */
+  readonly label: string;
   readonly captureStacks: boolean | 'all';
   /** Pageable uploads above this go in pieces (0: whole); see ContextOptions.uploadPieceBytes. */
   readonly uploadPieceBytes: number;
-  readonly maxWorkgroupsPerDimension: number;
+  readonly limits: GPUSupportedLimits;
+  /** Timing events record GPU timestamps (the device has 'timestamp-query' and timing is on). */
+  readonly timestampQuery: boolean;
   checkAlive(op: string, stream: string): void;
-  eventOp(event: GpuEvent): Op | null;
-  recordEvent(event: GpuEvent, stream: Stream, callSite: Error | undefined): Op;
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
 
 /** Most pieces of one pageable upload (see ContextOptions.uploadPieceBytes). */
 const MAX_UPLOAD_PIECES = 8;
+
+/** Throws when `view`'s buffer was detached (transferred or resized away): its bytes are gone. */
+function checkAttached(view: ArrayBufferView, name: string, site: ErrorSite): void {
+  const buf = view.buffer as ArrayBuffer & { detached?: boolean };
+  if (view.byteLength === 0 && (buf.detached ?? isDetached(buf))) {
+    throw new InvalidArgumentError(`\`${name}\` is a view of a detached ArrayBuffer (transferred with postMessage or structuredClone): its bytes are gone`, site);
+  }
+}
+
+/** Detachment where `ArrayBuffer.prototype.detached` is missing: a detached buffer cannot be viewed. */
+function isDetached(buf: ArrayBufferLike): boolean {
+  try {
+    new Uint8Array(buf, 0, 0);
+    return false;
+  } catch {
+    return true;
+  }
+}
 
 /** `src`, or `bindings[1] (out)` for a kernel binding. */
 function argName(what: string | number, binding: string | undefined): string {
@@ -68,6 +89,7 @@ function argName(what: string | number, binding: string | undefined): string {
 interface Site extends ErrorSite {
   op: string;
   stream: string;
+  context: string;
   readonly callSite: Error | undefined;
   enqueueSite: Error | undefined;
 }
@@ -78,6 +100,7 @@ class CallSite implements Site {
   constructor(
     readonly op: string,
     readonly stream: string,
+    readonly context: string,
     public enqueueSite: Error | undefined,
     readonly capture: boolean,
   ) {}
@@ -122,7 +145,8 @@ export class Stream {
     const site = this.#site('launch');
     const opts = expectObject('options', options, site);
     expectKnownKeys('options', opts, ['bindings', 'workgroups', 'constants'], site);
-    if (!kernel || typeof kernel.pipeline !== 'function') throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
+    if (!(kernel instanceof Kernel)) throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
+    if ((kernel as unknown as { device?: GPUDevice }).device !== undefined && (kernel as unknown as { device?: GPUDevice }).device !== this.#host.device) throw new InvalidArgumentError(`kernel '${kernel.label}' was made on another GPUDevice; make it with this stream's context (ctx.kernel())`, site);
     const bindings = opts.bindings as readonly Bindable[] | undefined;
     if (!Array.isArray(bindings)) throw new KernelBindingError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} buffers, got ${showValue(bindings)}`, site);
     if (bindings.length !== kernel.bindingCount) {
@@ -133,22 +157,31 @@ export class Stream {
     let ours = 0;
     for (const b of bindings) if (b instanceof DeviceBuffer) ours++;
     const tracked: DeviceBuffer[] = ours ? new Array<DeviceBuffer>(ours) : NONE;
+    // A raw GPUBuffer (its device and lifetime unknown here) or a binding size the reflection
+    // could only estimate: WebGPU may still reject the launch, so it goes in a submit of its own.
+    let isolated = ours !== bindings.length;
     ours = 0;
+    const limits = this.#host.limits;
     for (let i = 0; i < bindings.length; i++) {
       const b = bindings[i];
       const info = kernel.bindings[i]!;
       const { buffer, label } = this.#unwrap(b, i, site, info.name);
       if (b instanceof DeviceBuffer) tracked[ours++] = b;
-      const need = info.kind === 'uniform' ? BufferUsage.UNIFORM : BufferUsage.STORAGE;
-      if ((buffer.usage & need) === 0) {
-        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${info.kind === 'uniform' ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
+      const uniform = info.kind === 'uniform';
+      if ((buffer.usage & (uniform ? BufferUsage.UNIFORM : BufferUsage.STORAGE)) === 0) {
+        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${uniform ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
       }
       if (buffer.size < info.minBytes) {
         throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs at least ${info.minBytes} bytes; '${label}' has ${buffer.size}`, site);
       }
-      if (buffer.size % 4 !== 0 && info.kind !== 'uniform') {
+      if (buffer.size % 4 !== 0 && !uniform) {
         throw new KernelBindingError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
       }
+      const max = uniform ? limits.maxUniformBufferBindingSize : limits.maxStorageBufferBindingSize;
+      if (buffer.size > max) {
+        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}': '${label}' is ${buffer.size} bytes, above the device's ${uniform ? 'maxUniformBufferBindingSize' : 'maxStorageBufferBindingSize'} (${max})`, site);
+      }
+      if (info.exact === false) isolated = true;
       gpuBuffers[i] = buffer;
     }
     // A buffer bound twice where either binding is writable is a WebGPU usage conflict.
@@ -165,7 +198,7 @@ export class Stream {
     // A launch can still fail after the call while its pipeline is not known to compile: keep its
     // call site for that error. Once the pipeline validated, later launches of it skip the stack.
     if (!pipeline.ok && this.#host.captureStacks === true) site.enqueueSite = captureSite(true);
-    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, NONE, tracked, site, kernel.label).id;
+    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, NONE, tracked, site, kernel.label, '', isolated).id;
   }
 
   /** Device-to-device copy (`cudaMemcpyAsync` D2D). @returns the op id */
@@ -181,7 +214,8 @@ export class Stream {
     }
     const tracked: DeviceBuffer[] =
       src instanceof DeviceBuffer ? (dst instanceof DeviceBuffer ? [src, dst] : [src]) : dst instanceof DeviceBuffer ? [dst] : NONE;
-    return this.#enqueue({ kind: 'copy', src: s.buffer, srcOffset: r.srcOffset, dst: d.buffer, dstOffset: r.dstOffset, size: r.size }, NONE, tracked, site, s.label, d.label).id;
+    const isolated = tracked.length < 2;
+    return this.#enqueue({ kind: 'copy', src: s.buffer, srcOffset: r.srcOffset, dst: d.buffer, dstOffset: r.dstOffset, size: r.size }, NONE, tracked, site, s.label, d.label, isolated).id;
   }
 
   /**
@@ -202,9 +236,10 @@ export class Stream {
     if (src instanceof PinnedBuffer) {
       this.#checkPinned(src, 'upload', site);
       const r = this.#range(options, src.size, d.size, src.label, d.label, site);
-      return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, NONE, tracked, site, src.label, d.label).id;
+      return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, NONE, tracked, site, src.label, d.label, tracked === NONE).id;
     }
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
+    checkAttached(src, 'src', site);
     const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
     const min = this.#host.uploadPieceBytes;
     if (min === 0 || r.size <= min) return this.#stageUpload(src, r.srcOffset, d.buffer, r.dstOffset, r.size, tracked, site, d.label).id;
@@ -224,11 +259,9 @@ export class Stream {
   /** Copies `size` bytes of `src` from `srcOffset` into pooled staging and enqueues their copy to `dst` at `dstOffset`. */
   #stageUpload(src: ArrayBufferView, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number, tracked: DeviceBuffer[], site: Site, dstLabel: string): Op {
     const t0 = performance.now();
-    const staging = this.#host.staging.acquireUpload(size, this.label);
-    new Uint8Array(staging.getMappedRange(0, size)).set(new Uint8Array(src.buffer, src.byteOffset + srcOffset, size));
-    staging.unmap();
+    const staging = this.#host.staging.stage(new Uint8Array(src.buffer, src.byteOffset + srcOffset, size), this.label);
     const t1 = performance.now();
-    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, srcOffset: 0, dst, dstOffset, size }, NONE, tracked, site, '', dstLabel);
+    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, srcOffset: 0, dst, dstOffset, size }, NONE, tracked, site, '', dstLabel, tracked === NONE);
     if (op.times) {
       op.times.tHostBegin = t0;
       op.times.tHostEnd = t1;
@@ -250,18 +283,20 @@ export class Stream {
     if (dst instanceof PinnedBuffer) {
       this.#checkPinned(dst, 'download', site);
       const r = this.#range(options, s.size, dst.size, s.label, dst.label, site);
-      return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, NONE, tracked, site, s.label, dst.label).id;
+      return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, NONE, tracked, site, s.label, dst.label, tracked === NONE).id;
     }
     if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
+    checkAttached(dst, 'dst', site);
     const r = this.#range(options, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
-    return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host').id;
+    return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host', tracked === NONE).id;
   }
 
   /**
    * Runs `fn` on the host once all earlier work of this stream completed; later work of the stream
-   * waits for it (and for the promise it returns). Do not synchronize this stream from inside `fn`:
-   * it waits for `fn` itself. A throw fails the op and reaches `synchronize()` as `HostFnError`.
+   * waits for it (and for the promise it returns) (`cudaLaunchHostFunc`). A throw or rejection
+   * fails the op and reaches `synchronize()` as `HostFnError`; a wait inside `fn` on work queued
+   * behind it (this stream's or the context's `synchronize()`) rejects with `DeadlockError`.
    * @returns the op id
    */
   hostFn(fn: () => void | Promise<void>): number {
@@ -270,23 +305,36 @@ export class Stream {
     return this.#enqueue({ kind: 'hostFn', fn }, NONE, NONE, site, fn.name).id;
   }
 
-  /** Records `event` here: it completes when all work enqueued on this stream so far completed. */
+  /**
+   * Records `event` here: it completes when all work enqueued on this stream so far completed
+   * (`cudaEventRecord`). The event must belong to this stream's context.
+   */
   record(event: GpuEvent): number {
     const site = this.#site('record');
-    return this.#host.recordEvent(event, this, site.enqueueSite).id;
+    if (!(event instanceof GpuEvent)) throw new InvalidArgumentError(`Expected \`event\` to be a GpuEvent (ctx.createEvent()), got ${showValue(event)}`, site);
+    if (event.owner !== this.queue.owner) {
+      throw new InvalidArgumentError(`event '${event.label}' belongs to context '${event.owner.label}'; record it on a stream of that context (another context's stream may waitEvent() it)`, site);
+    }
+    const timing = event.timing && this.#host.timestampQuery;
+    const op = this.#enqueue({ kind: 'record', timing, timestamp: null, eventLabel: event.label }, NONE, NONE, site, event.label);
+    event.last = op;
+    return op.id;
   }
 
   /**
-   * Later work of this stream waits for `event`'s most recent record (taken now, as in CUDA).
-   * Waiting on a never-recorded event is a no-op. Costs nothing on the GPU: queue order does it.
+   * Later work of this stream waits for `event`'s most recent record, taken now
+   * (`cudaStreamWaitEvent`). Waiting on a never-recorded event is a no-op, as in CUDA. The event
+   * may belong to another context (another device too): its work is submitted by its own context,
+   * and its completion wakes this stream. Costs nothing on the GPU within one device: queue order
+   * does it.
    */
   waitEvent(event: GpuEvent): number {
     const site = this.#site('waitEvent');
-    const target = this.#host.eventOp(event);
-    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'` }, [target], NONE, site, event.label).id;
+    if (!(event instanceof GpuEvent)) throw new InvalidArgumentError(`Expected \`event\` to be a GpuEvent (ctx.createEvent()), got ${showValue(event)}`, site);
+    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'` }, [event.last], NONE, site, event.label).id;
   }
 
-  /** Later work of this stream waits for all work enqueued on `other` so far. */
+  /** Later work of this stream waits for all work enqueued on `other` so far; `other` may belong to another context. */
   waitStream(other: Stream): number {
     const site = this.#site('waitStream');
     if (!(other instanceof Stream)) throw new InvalidArgumentError(`Expected \`other\` to be a Stream, got ${showValue(other)}`, site);
@@ -294,11 +342,17 @@ export class Stream {
   }
 
   /**
-   * Resolves when all work enqueued on this stream so far completed; rejects with the first failure
-   * since the last synchronize (the failure is then reported and later work starts clean).
+   * Resolves when all work enqueued on this stream so far completed (`cudaStreamSynchronize`);
+   * rejects with the first failure among it not yet reported by this stream's `synchronize()`
+   * (it is then reported, and later work starts clean).
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
-    return this.#host.scheduler.synchronizeQueue(this.queue, options.signal);
+    try {
+      const signal = syncSignal(options, { op: 'synchronize', stream: this.label, context: this.#host.label });
+      return this.#host.scheduler.synchronizeQueue(this.queue, signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   /** True when all work enqueued so far completed (`cudaStreamQuery`). */
@@ -334,21 +388,22 @@ export class Stream {
   #site(op: string, failsLater = false): Site {
     const mode = this.#host.captureStacks;
     const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true) : undefined;
-    const site = new CallSite(op, this.label, eager, mode !== false);
+    const site = new CallSite(op, this.label, this.#host.label, eager, mode !== false);
     if (this.queue.destroyed) throw new DestroyedError(`stream '${this.label}' was destroyed; create a new one with ctx.createStream()`, site);
     this.#host.checkAlive(op, this.label);
     return site;
   }
 
   /** `subject` and `target` make the op's name (see `Op.name`); no string is built per op. */
-  #enqueue(payload: Op['payload'], extraDeps: (Op | null)[], buffers: DeviceBuffer[], site: Site, subject: string, target = ''): Op {
-    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.enqueueSite, subject, target);
+  #enqueue(payload: Op['payload'], extraDeps: readonly (Op | null)[], buffers: DeviceBuffer[], site: Site, subject: string, target = '', isolated = false): Op {
+    return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.enqueueSite, subject, target, isolated);
   }
 
   /** `what`: the argument's name, or a binding's index (then `binding` names it); words are made only for an error. */
   #unwrap(b: unknown, what: string | number, site: ErrorSite, binding?: string): { buffer: GPUBuffer; label: string; size: number; usage: number } {
     if (b instanceof DeviceBuffer) {
       b.checkAlive(site);
+      if (b.device !== this.#host.device) throw new InvalidArgumentError(`\`${argName(what, binding)}\` ('${b.label}') was allocated on another GPUDevice; a stream uses its own context's device`, site);
       return b; // size and usage as plain fields: no native getter per op
     }
     if (b instanceof PinnedBuffer) {
@@ -363,6 +418,7 @@ export class Stream {
 
   #checkPinned(p: PinnedBuffer, kind: 'upload' | 'download', site: ErrorSite): void {
     if (p.destroyRequested) throw new DestroyedError(`pinned buffer '${p.label}' was destroyed`, site);
+    if (p.device !== this.#host.device) throw new InvalidArgumentError(`pinned buffer '${p.label}' was allocated on another GPUDevice; allocate it with this stream's context (ctx.allocHost())`, site);
     if (p.kind !== kind) {
       throw new InvalidArgumentError(`pinned buffer '${p.label}' was allocated for ${p.kind}s; allocate one with ctx.allocHost(bytes, '${kind}') for ${kind}s`, site);
     }
@@ -385,7 +441,7 @@ export class Stream {
   }
 
   #workgroups(w: unknown, site: ErrorSite): [number, number, number] {
-    const max = this.#host.maxWorkgroupsPerDimension;
+    const max = this.#host.limits.maxComputeWorkgroupsPerDimension;
     const arr = typeof w === 'number' ? [w] : Array.isArray(w) ? w : null;
     if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
     return [

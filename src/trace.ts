@@ -47,20 +47,31 @@ interface ClockSource {
 
 const GPU_KIND = { launch: 'kernel', copy: 'copy', upload: 'upload', download: 'download' } as const;
 
+/** Appends `x`, dropping the oldest entries in chunks once past `limit` (amortized O(1): a bounded ring that stays an array). */
+function pushBounded<T>(list: T[], x: T, limit: number): void {
+  if (list.length >= limit + (limit >> 2)) list.splice(0, list.length - limit + 1);
+  list.push(x);
+}
+
 export class Trace {
   readonly records: OpRecord[] = [];
+  /** Every submit, oldest first, as the ids of the ops it carried (the last `limit` of them). */
+  readonly submits: number[][] = [];
   readonly #marks: TraceSpan[] = [];
   #clock: ClockSource | null = null;
-  /** Keep about this many op records (the oldest are dropped, in chunks of a quarter). @default 100000 */
+  /** Keep about this many op records and submits (the oldest are dropped, in chunks of a quarter). @default 100000 */
   limit = 100_000;
+
+  /** @internal */
+  addSubmit(ops: readonly Op[]): void {
+    pushBounded(this.submits, ops.map((o) => o.id), this.limit);
+  }
 
   /** @internal */
   add(op: Op, clock: ClockSource): void {
     this.#clock = clock;
     const t = op.times ?? NO_TIMES;
-    // Drop the oldest in chunks: amortized O(1) per op once the limit is reached.
-    if (this.records.length >= this.limit + (this.limit >> 2)) this.records.splice(0, this.records.length - this.limit + 1);
-    this.records.push({
+    pushBounded(this.records, {
       id: op.id,
       stream: op.stream.label,
       kind: op.kind,
@@ -74,7 +85,7 @@ export class Trace {
       gpuBegin: t.gpuBegin,
       gpuEnd: t.gpuEnd,
       failed: op.error !== undefined,
-    });
+    }, this.limit);
   }
 
   /** Adds a span of your own, e.g. the host filling a pinned buffer. */
@@ -95,6 +106,7 @@ export class Trace {
   /** Drops everything recorded so far. */
   clear(): void {
     this.records.length = 0;
+    this.submits.length = 0;
     this.#marks.length = 0;
   }
 

@@ -58,4 +58,15 @@ export function expectAligned(name: string, value: number, alignment: number, si
   return value;
 }
 
+/** Checks a `{ signal? }` options object (`synchronize()`); returns the signal. */
+export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | undefined {
+  const o = expectObject('options', options, site);
+  expectKnownKeys('options', o, ['signal'], site);
+  const signal = o.signal;
+  if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof (signal as AbortSignal).addEventListener === 'function' && 'aborted' in signal)) {
+    throw new InvalidArgumentError(`Expected \`signal\` to be an AbortSignal, got ${show(signal)}`, site);
+  }
+  return signal as AbortSignal | undefined;
+}
+
 export { show as showValue };

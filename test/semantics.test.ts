@@ -141,6 +141,9 @@ describe('host functions', () => {
     });
     await expect(s.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'thrower', op: 'hostFn' });
     expect(ran).toBe(false);
+    // The context's synchronize covers that work too: it reports the failure once as well.
+    await expect(ctx.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'thrower' });
+    await ctx.synchronize();
     // Reported: later work runs.
     s.hostFn(() => {
       ran = true;
@@ -411,9 +414,13 @@ describe('priorities', () => {
     }
   });
 
-  it('validates priority range', () => {
-    expect(() => ctx.createStream({ priority: 1 })).toThrow(/`priority` to be an integer from -5 to 0, got `1` \(number\)/);
-    expect(() => ctx.createStream({ priority: 0.5 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError' }));
+  it('clamps an out-of-range priority to the nearest one, as CUDA and PyTorch do; refuses a non-integer', () => {
+    expect(ctx.createStream({ priority: 1 }).priority).toBe(ctx.priorityRange.least);
+    expect(ctx.createStream({ priority: 99 }).priority).toBe(0);
+    expect(ctx.createStream({ priority: -6 }).priority).toBe(ctx.priorityRange.greatest);
+    expect(ctx.createStream({ priority: -3 }).priority).toBe(-3);
+    expect(() => ctx.createStream({ priority: 0.5 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringMatching(/`priority` to be an integer/) }));
+    expect(() => ctx.createStream({ priority: '1' as unknown as number })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError' }));
   });
 });
 
@@ -496,7 +503,8 @@ describe('pinned buffers', () => {
     await ctx.synchronize();
     expect(firstMismatch(out, a), `seed ${seed}`).toBeNull();
     expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
-    // A host function ahead on the stream may still fill it: the mapping stays until it ran.
+    // A host function ahead on the stream may still fill it: the mapping stays until it ran, but a
+    // view taken before the enqueue detaches there (only that host function writes what is sent).
     await up.ready();
     const gateOpen = gate();
     const view = up.f32;
@@ -505,7 +513,8 @@ describe('pinned buffers', () => {
       up.f32.set(b);
     });
     s.upload(up, d);
-    expect(view.length).toBe(256);
+    expect(view.length).toBe(0);
+    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
     s.download(d, out);
     gateOpen.open();
     await s.synchronize();
@@ -515,6 +524,7 @@ describe('pinned buffers', () => {
       throw new Error('boom');
     });
     await expect(s.synchronize()).rejects.toMatchObject({ name: 'HostFnError' });
+    await expect(ctx.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'eager' });
     await up.ready();
     const again = up.f32;
     s.upload(up, d);
@@ -534,6 +544,7 @@ describe('pinned buffers', () => {
     s.upload(up, ctx.alloc(1024)); // detached at the enqueue, then skipped: the launch fails
     expect(held.length).toBe(0);
     await expect(s.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError' });
+    await expect(ctx.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError', stream: 'doomed' });
     await up.ready();
     expect(firstMismatch(up.f32, a), `seed ${seed}`).toBeNull();
   });
