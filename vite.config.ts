@@ -11,6 +11,7 @@ const CLI_ENTRIES: Record<string, string> = {
   'diag-latency': 'bench/diag-latency.ts',
   'diag-contention': 'bench/diag-contention.ts',
   'diag-staging': 'bench/diag-staging.ts',
+  'soak': 'bench/soak.ts',
 };
 
 /** Examples and the page import the library by its package name; resolve it to the sources. */

@@ -1,0 +1,50 @@
+/**
+ * The soak runner (bench/soak.ts, `npm run soak`) in-process, short: 20,000 mixed ops over 8 streams,
+ * without and with trace, a memory sample every 5,000 ops and a correctness check every 500. Each
+ * mode must stay within the runner's bounds (SOAK_BOUNDS, SOAK_HELD_DOWNLOADS), pass every check,
+ * and have run every kind of op in the mix.
+ *
+ * Reproduce a failure with the seed printed in its message: `SOAK_SEED=1234 npx vitest run test/soak.test.ts`
+ * (or `npm run soak -- --ops 20000 --every 5000 --seed 1234`).
+ */
+import { describe, expect, it } from 'vitest';
+import { parseSoakArgs, runSoak, type SoakOpKind } from '../bench/soak';
+import { gpuContext, randomSeed } from './gpu';
+
+const envSeed = Number(process.env['SOAK_SEED'] ?? 0);
+const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : randomSeed() || 1;
+
+describe('soak CLI flags (no GPU)', () => {
+  it('parses flags and rejects bad ones', () => {
+    expect(parseSoakArgs(['--ops', '5000', '--streams', '3', '--seed', '7', '--trace', 'only', '--every', '1000'])).toMatchObject({ ops: 5000, streams: 3, seed: 7, modes: ['on'], sampleEvery: 1000 });
+    expect(parseSoakArgs([])).toMatchObject({ ops: 1_000_000, streams: 8, modes: ['off', 'on'], sampleEvery: 100_000 });
+    expect(parseSoakArgs(['--trace', 'off']).modes).toEqual(['off']);
+    expect(() => parseSoakArgs(['--trace', 'sometimes'])).toThrow(/--trace/);
+    expect(() => parseSoakArgs(['--ops', '0'])).toThrow(/--ops/);
+    expect(() => parseSoakArgs(['--seed', '-1'])).toThrow(/--seed/);
+    expect(() => parseSoakArgs(['--bogus'])).toThrow();
+  });
+});
+
+describe('soak, 20,000 ops over 8 streams, trace off and on', () => {
+  it('stays within its bounds and passes every correctness check', async () => {
+    const ops = 20_000, checkEvery = 500;
+    const lines: string[] = [];
+    const result = await runSoak({ ops, streams: 8, seed, modes: ['off', 'on'], sampleEvery: 5_000, checkEvery, createContext: (o) => gpuContext(o), log: (l) => lines.push(l) });
+    console.log(lines.join('\n'));
+    expect(result.modes.map((m) => m.trace)).toEqual([false, true]);
+    for (const m of result.modes) {
+      const mode = `trace ${m.trace ? 'on' : 'off'}, seed ${seed}`;
+      expect(m.failures, mode).toEqual([]);
+      expect(m.violations, mode).toEqual([]);
+      expect(m.ops, mode).toBeGreaterThanOrEqual(ops);
+      expect(m.checks, mode).toBeGreaterThanOrEqual(Math.floor(ops / checkEvery) - 1);
+      // The baseline after warm-up, one every 5,000 ops, and the end.
+      expect(m.samples.length, mode).toBeGreaterThanOrEqual(4);
+      const missing = (Object.keys(m.counts) as SoakOpKind[]).filter((k) => m.counts[k] === 0);
+      expect(missing, mode).toEqual([]);
+      expect(m.ok, mode).toBe(true);
+    }
+    expect(result.ok).toBe(true);
+  }, 120_000);
+});
