@@ -11,7 +11,7 @@ export type { EventOptions } from './event.js';
 export { DeviceBuffer, MemoryStats, bucketSize } from './memory.js';
 export { PinnedBuffer } from './pinned.js';
 export { Kernel, reflectWgsl, workgroupsFor, builtinShaders } from './kernels.js';
-export type { BindingInfo, KernelOptions } from './kernels.js';
+export type { BindingInfo, KernelOptions, WgslReflection } from './kernels.js';
 export { Trace } from './trace.js';
 export type { TraceSpan, OpRecord } from './trace.js';
 export { calibrateSleep } from './calibrate.js';
@@ -25,6 +25,8 @@ export {
   EventTimingError,
   EventNotReadyError,
   DeviceLostError,
+  DeadlockError,
+  AggregateStreamError,
   GpuValidationError,
   HostFnError,
   DependencyError,

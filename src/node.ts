@@ -11,6 +11,8 @@
  */
 import { create, globals } from 'webgpu';
 import { createContext, type Context, type ContextOptions } from './context.js';
+import { InvalidArgumentError } from './errors.js';
+import { expectBoolean, expectObject, showValue } from './validate.js';
 
 export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAlive'> {
   /**
@@ -23,7 +25,14 @@ export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAl
 }
 
 export async function createNodeContext(options: NodeContextOptions = {}): Promise<Context> {
-  const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, ...rest } = options;
+  const site = { op: 'createNodeContext' };
+  const o = expectObject('options', options, site);
+  if (o.dawnToggles !== undefined && !(Array.isArray(o.dawnToggles) && o.dawnToggles.every((t) => typeof t === 'string'))) {
+    throw new InvalidArgumentError(`Expected \`dawnToggles\` to be an array of strings, got ${showValue(o.dawnToggles)}`, site);
+  }
+  if (o.installGlobals !== undefined) expectBoolean('installGlobals', o.installGlobals, site);
+  if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\`; pass \`device\` to borrow one, or use createContext({ gpu })`, site);
+  const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, ...rest } = o as NodeContextOptions;
   if (installGlobals) {
     const g = globalThis as Record<string, unknown>;
     for (const [k, v] of Object.entries(globals as Record<string, unknown>)) if (!(k in g)) g[k] = v;

@@ -146,7 +146,7 @@ export class Stream {
     const opts = expectObject('options', options, site);
     expectKnownKeys('options', opts, ['bindings', 'workgroups', 'constants'], site);
     if (!(kernel instanceof Kernel)) throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
-    if ((kernel as unknown as { device?: GPUDevice }).device !== undefined && (kernel as unknown as { device?: GPUDevice }).device !== this.#host.device) throw new InvalidArgumentError(`kernel '${kernel.label}' was made on another GPUDevice; make it with this stream's context (ctx.kernel())`, site);
+    if (kernel.device !== this.#host.device) throw new InvalidArgumentError(`kernel '${kernel.label}' was made on another GPUDevice; make it with this stream's context (ctx.kernel())`, site);
     const bindings = opts.bindings as readonly Bindable[] | undefined;
     if (!Array.isArray(bindings)) throw new KernelBindingError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} buffers, got ${showValue(bindings)}`, site);
     if (bindings.length !== kernel.bindingCount) {
