@@ -145,7 +145,8 @@ export class Scheduler {
 
   /** Live streams (destroyed ones are dropped once their work is done and reported). */
   streams: StreamQueue[] = [];
-  #created = 0;
+  /** Prune when the list reaches this length (doubling: amortized O(1) per stream). */
+  #pruneAt = 64;
   /** Streams with ops not yet ordered. */
   readonly #busy = new Set<StreamQueue>();
   /** Streams to look at in the next flush (an enqueue, a dependency ordered or done). */
@@ -201,7 +202,10 @@ export class Scheduler {
   createQueue(label: string, priority: number, nonBlocking: boolean, isDefault = false): StreamQueue {
     const q = new StreamQueue(this, label, priority, nonBlocking, isDefault);
     this.streams.push(q);
-    if ((++this.#created & 63) === 0) this.prune();
+    if (this.streams.length >= this.#pruneAt) {
+      this.prune();
+      this.#pruneAt = Math.max(64, 2 * this.streams.length);
+    }
     return q;
   }
 
