@@ -12,7 +12,7 @@
  * stream ordered by an event and waitStream; a hostFn compares it with the CPU reference. A mismatch
  * or a failed op fails the run and names the seed.
  *
- * Memory: after a warm-up, then every `sampleEvery` ops and at the end, after `ctx.synchronize()` and
+ * Memory: after a warm-up (with trace on: until the trace's ring of records is full), then every `sampleEvery` ops and at the end, after `ctx.synchronize()` and
  * a forced GC, one line of RSS, V8 heap used, external memory, array buffers (process.memoryUsage()),
  * device bytes (`ctx.memory.current`), staging bytes (`ctx.memory.staging`), and the fresh download
  * arrays still alive (the runtime must not keep them). Each figure is compared with the first sample
@@ -108,6 +108,12 @@ export interface SoakOptions {
   sampleEvery?: number;
   /** Ops of warm-up before the baseline sample. @default min(10000, ops / 10) */
   warmupOps?: number;
+  /**
+   * The trace's `limit` with trace on. The trace keeps up to 1.25x that many records by design,
+   * so with trace on the warm-up lasts until its ring is full: growth after that is a leak.
+   * @default 100000 (the library's default)
+   */
+  traceLimit?: number;
   /** Ops between correctness checks. @default 1000 */
   checkEvery?: number;
   createContext: SoakContextFactory;
@@ -210,6 +216,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const log = options.log ?? ((line: string) => console.log(line));
   const sampleEvery = options.sampleEvery ?? 100_000;
   const warmupOps = options.warmupOps ?? Math.min(10_000, Math.floor(options.ops / 10));
+  const traceLimit = options.traceLimit ?? 100_000;
   const checkEvery = options.checkEvery ?? 1000;
   log(`soak: seed ${options.seed}; ${options.ops} ops over ${options.streams} streams per mode; trace ${options.modes.join(', then ')}; warm-up ${warmupOps} ops; a sample every ${sampleEvery} ops; a check every ${checkEvery} ops`);
   log(`soak: bounds: ${describeBounds()}`);
@@ -217,7 +224,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   if (!gc) log('soak: no forced GC (run node with --expose-gc): the figures include garbage, and held downloads are not checked');
   const modes: SoakModeResult[] = [];
   for (const mode of options.modes) {
-    modes.push(await runMode({ ...options, sampleEvery, warmupOps, checkEvery, log, gc, trace: mode === 'on' }));
+    const trace = mode === 'on';
+    // With trace on, the baseline comes once the trace's ring of records is full.
+    const warmup = trace ? Math.max(warmupOps, Math.ceil(traceLimit * 1.25) + 1000) : warmupOps;
+    modes.push(await runMode({ ...options, sampleEvery, warmupOps: warmup, checkEvery, log, gc, trace, traceLimit }));
   }
   const ok = modes.every((m) => m.ok);
   const rates = modes.map((m) => `trace ${m.trace ? 'on' : 'off'} ${Math.round(m.opsPerSec)} ops/s`).join(', ');
@@ -232,11 +242,13 @@ interface ModeOptions extends SoakOptions {
   log: (line: string) => void;
   gc: (() => void) | null;
   trace: boolean;
+  traceLimit: number;
 }
 
 async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   const tag = `soak [trace ${o.trace ? 'on' : 'off'}]`;
-  const ctx = await o.createContext({ trace: o.trace, label: `soak trace ${o.trace ? 'on' : 'off'}` });
+  const ctx = await o.createContext({ trace: o.trace ? { limit: o.traceLimit } : false, label: `soak trace ${o.trace ? 'on' : 'off'}` });
+  if (o.trace) o.log(`${tag}: trace limit ${o.traceLimit} records; warm-up ${o.warmupOps} ops, until the trace is full`);
   const info = ctx.adapterInfo;
   o.log(`${tag}: adapter ${[info.vendor, info.architecture, info.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const r = rng(o.seed);
@@ -576,16 +588,18 @@ export interface SoakCliOptions {
   seed: number;
   modes: ('off' | 'on')[];
   sampleEvery: number;
+  traceLimit: number;
   help: boolean;
 }
 
 export const SOAK_USAGE = [
-  'usage: npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--every N]',
+  'usage: npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--trace-limit N] [--every N]',
   '',
   '  --ops N          ops per mode (default 1000000)',
   '  --streams N      streams (default 8)',
   '  --seed N         seed of the op sequence and data (default: fresh, printed); replays a run',
   '  --trace MODE     off: without trace; only: with trace: true; both (default): off, then on',
+  '  --trace-limit N  the trace\'s limit with trace on (default 100000); the warm-up fills it first',
   '  --every N        ops between memory samples (default 100000)',
 ].join('\n');
 
@@ -601,6 +615,7 @@ export function parseSoakArgs(argv: string[]): SoakCliOptions {
       seed: { type: 'string' },
       trace: { type: 'string', default: 'both' },
       every: { type: 'string', default: '100000' },
+      'trace-limit': { type: 'string', default: '100000' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -618,6 +633,7 @@ export function parseSoakArgs(argv: string[]): SoakCliOptions {
     seed: values.seed === undefined ? randomSeed() || 1 : count('seed', values.seed, 2 ** 32 - 1),
     modes,
     sampleEvery: count('every', values.every, Number.MAX_SAFE_INTEGER),
+    traceLimit: count('trace-limit', values['trace-limit'], Number.MAX_SAFE_INTEGER),
     help: values.help ?? false,
   };
 }

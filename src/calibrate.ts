@@ -3,8 +3,9 @@
  * iteration count is tuned until one launch takes the target GPU time, measured with timing events
  * (GPU timestamps) where the device has them and with host wall time where not.
  */
-import type { Context } from './context.js';
+import { Context } from './context.js';
 import { InvalidArgumentError } from './errors.js';
+import { expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
 
 export interface SleepCalibration {
   /** `iterations` override that makes one launch take about `targetMs`. */
@@ -22,11 +23,15 @@ export interface SleepCalibration {
  * `targetMs` of GPU time. A few launches; the result is linear in iterations by construction.
  */
 export async function calibrateSleep(ctx: Context, targetMs: number, options: { elements?: number; maxRounds?: number } = {}): Promise<SleepCalibration> {
+  const site = { op: 'calibrateSleep' };
+  if (!(ctx instanceof Context)) throw new InvalidArgumentError(`Expected \`ctx\` to be a Context, got ${showValue(ctx)}`, site);
   if (!(typeof targetMs === 'number' && targetMs > 0 && Number.isFinite(targetMs))) {
-    throw new InvalidArgumentError(`Expected \`targetMs\` to be a positive number, got \`${String(targetMs)}\``, { op: 'calibrateSleep' });
+    throw new InvalidArgumentError(`Expected \`targetMs\` to be a positive number, got ${showValue(targetMs)}`, site);
   }
-  const elements = options.elements ?? 64;
-  const maxRounds = options.maxRounds ?? 6;
+  const o = expectObject('options', options, site);
+  expectKnownKeys('options', o, ['elements', 'maxRounds'], site);
+  const elements = o.elements === undefined ? 64 : expectInteger('elements', o.elements, 1, 1 << 26, site);
+  const maxRounds = o.maxRounds === undefined ? 6 : expectInteger('maxRounds', o.maxRounds, 0, 64, site);
   const stream = ctx.createStream({ label: 'calibrate', nonBlocking: true });
   const data = ctx.alloc(elements * 4, { label: 'calibrate sleep data' });
   const kernel = ctx.kernels.sleep;

@@ -23,7 +23,7 @@ export class StreamError extends Error {
   readonly op: string | undefined;
   readonly stream: string | undefined;
   readonly context: string | undefined;
-  readonly callSite: string | undefined;
+  #callSite: string | undefined | null;
 
   constructor(message: string, site: ErrorSite = {}) {
     const where = [
@@ -38,7 +38,17 @@ export class StreamError extends Error {
     this.op = site.op;
     this.stream = site.stream;
     this.context = site.context;
-    this.callSite = callSite;
+    // An error thrown at a call without a site's stack (context and event calls) takes its own.
+    this.#callSite = callSite ?? ('callSite' in site ? undefined : null);
+  }
+
+  /**
+   * The user's frames where the failing op was enqueued; for an error thrown at the call, the
+   * frames of that call (taken from this error's own stack, on first read).
+   */
+  get callSite(): string | undefined {
+    if (this.#callSite === null) this.#callSite = formatSite(this);
+    return this.#callSite;
   }
 }
 
@@ -135,6 +145,8 @@ export function captureSite(enabled: boolean): Error | undefined {
   return e;
 }
 
+/** A stack frame line: V8's `at ...`, or SpiderMonkey's and JavaScriptCore's `fn@file:line:col` (message lines are not). */
+const FRAME = /^at\s|@\S*:\d+:\d+$/;
 const INTERNAL_FRAME = /[\\/]src[\\/](stream|event|scheduler|errors|context|memory|pinned|kernels|op|host|staging)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
 
 /** The user's frames of a captured site, innermost first. */
@@ -143,6 +155,9 @@ export function formatSite(site: string | Error | undefined): string | undefined
   if (typeof site === 'string') return site;
   const stack = site.stack;
   if (!stack) return undefined;
-  const frames = stack.split('\n').slice(1).map((l) => l.trim()).filter((l) => l && !INTERNAL_FRAME.test(l));
+  const frames = stack
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => FRAME.test(l) && !INTERNAL_FRAME.test(l));
   return frames.length ? frames.join('\n') : undefined;
 }

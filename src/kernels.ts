@@ -6,7 +6,7 @@
  */
 import { KernelBindingError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { ShaderStage } from './gpu-constants.js';
-import { expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
+import { expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
 import sleepWgsl from '../shaders/sleep.wgsl?raw';
 import computeIntensiveWgsl from '../shaders/compute_intensive.wgsl?raw';
@@ -431,6 +431,8 @@ export interface WgslReflection {
  * the runtime cannot bind: another group, a texture or sampler, or numbers that are not 0..n-1.
  */
 export function reflectWgsl(wgsl: string, entryPoint: string, site: ErrorSite = { op: 'kernel' }): WgslReflection {
+  expectString('wgsl', wgsl, site);
+  expectString('entryPoint', entryPoint, site);
   const module = new WgslModule(stripComments(wgsl));
   const bindings: BindingInfo[] = [];
   for (const v of module.vars) {
@@ -618,6 +620,10 @@ function constantsKey(constants: Record<string, number> | undefined): string {
 
 /** Workgroup counts for a 1-D problem of `n` items, spilling into y past the per-dimension limit. */
 export function workgroupsFor(n: number, workgroupSize: number, maxPerDimension = 65535): [number, number, number] {
+  const site = { op: 'workgroupsFor' };
+  expectInteger('n', n, 0, Number.MAX_SAFE_INTEGER, site);
+  expectInteger('workgroupSize', workgroupSize, 1, Number.MAX_SAFE_INTEGER, site);
+  expectInteger('maxPerDimension', maxPerDimension, 1, Number.MAX_SAFE_INTEGER, site);
   const groups = Math.ceil(n / workgroupSize);
   if (groups <= maxPerDimension) return [groups, 1, 1];
   return [maxPerDimension, Math.ceil(groups / maxPerDimension), 1];

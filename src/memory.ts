@@ -3,6 +3,7 @@
  * behind pageable uploads and downloads.
  */
 import { DestroyedError, type ErrorSite } from './errors.js';
+import { expectInteger } from './validate.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 
 /** Bytes of device buffers allocated through a context: now and at the peak since the last reset. */
@@ -106,6 +107,7 @@ export class DeviceBuffer {
 
 /** Bucket sizes: four steps per power of two from 4 KiB, so at most 25% of a buffer is unused. */
 export function bucketSize(bytes: number): number {
+  expectInteger('bytes', bytes, 0, Number.MAX_SAFE_INTEGER, { op: 'bucketSize' });
   const min = 4096;
   if (bytes <= min) return min;
   const pow = 2 ** Math.floor(Math.log2(bytes));

@@ -3,7 +3,11 @@
  * read-outs), and GPU begin/end from timestamp queries where the device has them (estimated from
  * submit and completion where not). Exports Chrome Trace Event JSON (Perfetto, chrome://tracing).
  */
+import { InvalidArgumentError } from './errors.js';
 import { OpTimes, type Op } from './op.js';
+import { expectFunction, expectString, showValue } from './validate.js';
+
+const SPAN_KINDS: readonly TraceSpan['kind'][] = ['upload', 'download', 'copy', 'kernel', 'host', 'event', 'wait', 'fill', 'read'];
 
 /** For an op enqueued before tracing began: no times. */
 const NO_TIMES = new OpTimes(0);
@@ -55,8 +59,10 @@ function pushBounded<T>(list: T[], x: T, limit: number): void {
 
 export class Trace {
   readonly records: OpRecord[] = [];
-  /** Every submit, oldest first, as the ids of the ops it carried (the last `limit` of them). */
+  /** Every submit, oldest first, as the ids of the ops it carried (the last `limit` op ids' worth). */
   readonly submits: number[][] = [];
+  /** Op ids in `submits`. */
+  #submitted = 0;
   readonly #marks: TraceSpan[] = [];
   #clock: ClockSource | null = null;
   /** Keep about this many op records and submits (the oldest are dropped, in chunks of a quarter). @default 100000 */
@@ -64,7 +70,14 @@ export class Trace {
 
   /** @internal */
   addSubmit(ops: readonly Op[]): void {
-    pushBounded(this.submits, ops.map((o) => o.id), this.limit);
+    this.submits.push(ops.map((o) => o.id));
+    this.#submitted += ops.length;
+    // Bounded by op ids, not submits (a submit may carry thousands), dropped in chunks as records are.
+    if (this.#submitted >= this.limit + (this.limit >> 2)) {
+      let drop = 0;
+      while (this.#submitted > this.limit && drop < this.submits.length - 1) this.#submitted -= this.submits[drop++]!.length;
+      this.submits.splice(0, drop);
+    }
   }
 
   /** @internal */
@@ -90,11 +103,19 @@ export class Trace {
 
   /** Adds a span of your own, e.g. the host filling a pinned buffer. */
   mark(lane: string, kind: TraceSpan['kind'], name: string, start: number, end: number): void {
+    const site = { op: 'trace.mark' };
+    expectString('lane', lane, site);
+    if (!SPAN_KINDS.includes(kind)) throw new InvalidArgumentError(`Expected \`kind\` to be one of ${SPAN_KINDS.map((k) => `'${k}'`).join(', ')}, got ${showValue(kind)}`, site);
+    expectString('name', name, site);
+    for (const [k, v] of [['start', start], ['end', end]] as const) {
+      if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidArgumentError(`Expected \`${k}\` to be a finite number (ms, performance.now()), got ${showValue(v)}`, site);
+    }
     this.#marks.push({ lane, kind, name, start, end });
   }
 
   /** Runs `fn` and records it as a host span. */
   async span<T>(lane: string, kind: TraceSpan['kind'], name: string, fn: () => T | Promise<T>): Promise<T> {
+    expectFunction('fn', fn, { op: 'trace.span' });
     const start = performance.now();
     try {
       return await fn();
@@ -107,6 +128,7 @@ export class Trace {
   clear(): void {
     this.records.length = 0;
     this.submits.length = 0;
+    this.#submitted = 0;
     this.#marks.length = 0;
   }
 
@@ -120,6 +142,7 @@ export class Trace {
 
   /** Timeline spans, optionally only those starting at or after `since` (ms). */
   spans(since = -Infinity): TraceSpan[] {
+    if (typeof since !== 'number' || Number.isNaN(since)) throw new InvalidArgumentError(`Expected \`since\` to be a number (ms), got ${showValue(since)}`, { op: 'trace.spans' });
     const out: TraceSpan[] = [];
     for (const r of this.records) {
       const gpuKind = GPU_KIND[r.kind as keyof typeof GPU_KIND];

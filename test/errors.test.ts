@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext, rng, randomSeed, firstMismatch } from './gpu.js';
-import { StreamError, type Context } from '../src/index.js';
+import { StreamError, bucketSize, calibrateSleep, reflectWgsl, workgroupsFor, type Context } from '../src/index.js';
 
 let ctx: Context & { errors: string[] };
 beforeAll(async () => {
@@ -266,5 +266,60 @@ describe('call sites', () => {
         c.destroy();
       }
     }
+  });
+});
+
+describe('every public entry checks its arguments', () => {
+  const s = () => ctx.createStream({ label: 'args' });
+  const ev = () => ctx.createEvent({ label: 'args-event' });
+  it.each<[string, () => unknown, RegExp]>([
+    ['ctx.createStream(5)', () => ctx.createStream(5 as never), /`options` to be an options object/],
+    ["ctx.createEvent('x')", () => ctx.createEvent('x' as never), /`options` to be an options object/],
+    ["ctx.alloc('64')", () => ctx.alloc('64' as never), /`bytes` to be an integer/],
+    ["ctx.allocHost(64, 'both')", () => ctx.allocHost(64, 'both' as never), /`kind` to be 'upload' or 'download'/],
+    ['ctx.kernel(5)', () => ctx.kernel(5 as never), /`wgsl` to be a string/],
+    ['stream.launch(null, ...)', () => s().launch(null as never, { bindings: [], workgroups: 1 }), /Expected a Kernel/],
+    ['stream.copy(null, buf)', () => s().copy(null as never, ctx.alloc(64)), /`src` to be a DeviceBuffer/],
+    ["stream.upload('x', buf)", () => s().upload('x' as never, ctx.alloc(64)), /`src` to be a PinnedBuffer or an ArrayBufferView/],
+    ['stream.download(buf, 5)', () => s().download(ctx.alloc(64), 5 as never), /`dst` to be a PinnedBuffer or an ArrayBufferView/],
+    ['stream.hostFn(5)', () => s().hostFn(5 as never), /`fn` to be a function/],
+    ['stream.record(null)', () => s().record(null as never), /`event` to be a GpuEvent/],
+    ['stream.record(a stream)', () => s().record(s() as never), /`event` to be a GpuEvent/],
+    ['stream.waitEvent(null)', () => s().waitEvent(null as never), /`event` to be a GpuEvent/],
+    ["stream.waitEvent('x')", () => s().waitEvent('x' as never), /`event` to be a GpuEvent/],
+    ['stream.waitEvent(42)', () => s().waitEvent(42 as never), /`event` to be a GpuEvent/],
+    ['stream.waitEvent({})', () => s().waitEvent({} as never), /`event` to be a GpuEvent/],
+    ['stream.waitEvent(a stream)', () => s().waitEvent(s() as never), /`event` to be a GpuEvent/],
+    ['stream.waitStream(an event)', () => s().waitStream(ev() as never), /`other` to be a Stream/],
+    ['event.record(another event)', () => ev().record(ev() as never), /`stream` to be a Stream/],
+    ['event.record(5)', () => ev().record(5 as never), /`stream` to be a Stream/],
+    ['event.elapsedTime(null)', () => ev().elapsedTime(null as never), /`end` to be a GpuEvent/],
+    ["workgroupsFor('x', 256)", () => workgroupsFor('x' as never, 256), /`n` to be an integer/],
+    ['workgroupsFor(64, 0)', () => workgroupsFor(64, 0), /`workgroupSize` to be an integer >= 1/],
+    ['bucketSize(-1)', () => bucketSize(-1), /`bytes` to be an integer >= 0/],
+    ['reflectWgsl(5, main)', () => reflectWgsl(5 as never, 'main'), /`wgsl` to be a string/],
+    ["trace.mark('host', 'nap', ...)", () => ctx.trace.mark('host', 'nap' as never, 'x', 0, 1), /`kind` to be one of/],
+    ['trace.spans(NaN)', () => ctx.trace.spans(Number.NaN), /`since` to be a number/],
+  ])('%s throws InvalidArgumentError at the call', (_name, call, message) => {
+    let err: unknown;
+    try {
+      call();
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(StreamError);
+    expect(err).toMatchObject({ name: expect.stringMatching(/InvalidArgumentError|KernelBindingError/), message: expect.stringMatching(message) });
+    expect((err as StreamError).op).toBeTruthy();
+    expect((err as StreamError).callSite, 'the call site names the caller').toMatch(/errors\.test\.ts/);
+  });
+
+  it.each<[string, () => Promise<unknown>, RegExp]>([
+    ['stream.synchronize(5)', () => s().synchronize(5 as never), /`options` to be an options object/],
+    ['event.synchronize({ signal: 1 })', () => ev().synchronize({ signal: 1 } as never), /`signal` to be an AbortSignal/],
+    ["calibrateSleep(ctx, 'x')", () => calibrateSleep(ctx, 'x' as never), /`targetMs` to be a positive number/],
+    ['calibrateSleep({}, 1)', () => calibrateSleep({} as never, 1), /`ctx` to be a Context/],
+    ['calibrateSleep(ctx, 1, { element: 4 })', () => calibrateSleep(ctx, 1, { element: 4 } as never), /Unknown option `options.element`/],
+  ])('%s rejects with InvalidArgumentError', async (_name, call, message) => {
+    await expect(call()).rejects.toMatchObject({ name: 'InvalidArgumentError', message: expect.stringMatching(message) });
   });
 });

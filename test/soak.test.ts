@@ -30,7 +30,7 @@ describe('soak, 20,000 ops over 8 streams, trace off and on', () => {
   it('stays within its bounds and passes every correctness check', async () => {
     const ops = 20_000, checkEvery = 500;
     const lines: string[] = [];
-    const result = await runSoak({ ops, streams: 8, seed, modes: ['off', 'on'], sampleEvery: 5_000, checkEvery, createContext: (o) => gpuContext(o), log: (l) => lines.push(l) });
+    const result = await runSoak({ ops, streams: 8, seed, modes: ['off', 'on'], sampleEvery: 5_000, checkEvery, traceLimit: 2000, createContext: (o) => gpuContext(o), log: (l) => lines.push(l) });
     console.log(lines.join('\n'));
     expect(result.modes.map((m) => m.trace)).toEqual([false, true]);
     for (const m of result.modes) {
