@@ -378,7 +378,7 @@ export class Context {
     if (this.#destroyed) return;
     this.#destroyed = true;
     const busy = this.scheduler.submitsInFlight > 0;
-    this.scheduler.close(new DestroyedError(`context '${this.label}' was destroyed`, { context: this.label }));
+    this.scheduler.close(new DestroyedError('destroyed by ctx.destroy() before this work completed', { context: this.label }));
     this.staging.destroy();
     this.scheduler.destroy();
     if (this.#owned) {
@@ -401,7 +401,7 @@ export class Context {
   }
 
   #checkAlive(op: string, stream?: string): void {
-    if (this.#destroyed) throw new DestroyedError(`context '${this.label}' was destroyed; create a new one with createContext()`, { op, context: this.label, ...(stream !== undefined ? { stream } : {}) });
+    if (this.#destroyed) throw new DestroyedError('the context was destroyed; create a new one with createContext()', { op, context: this.label, ...(stream !== undefined ? { stream } : {}) });
     const closed = this.scheduler.closed;
     if (closed) throw closed;
   }

@@ -74,7 +74,7 @@ describe('waits across contexts', () => {
     const waiting = sa.synchronize();
     await new Promise((r) => setTimeout(r, 10));
     d.destroy();
-    await expect(waiting).rejects.toMatchObject({ name: 'DependencyError', message: expect.stringMatching(/context 'doomed' was destroyed/) });
+    await expect(waiting).rejects.toMatchObject({ name: 'DependencyError', message: expect.stringMatching(/context 'doomed': destroyed by ctx.destroy\(\)/) });
     release();
     await expect(a.synchronize()).rejects.toMatchObject({ name: 'DependencyError' });
   });
@@ -137,9 +137,9 @@ describe('destroy', () => {
     const all = d.synchronize();
     await new Promise((r) => setTimeout(r, 10));
     d.destroy();
-    await expect(waiting).rejects.toMatchObject({ name: 'DestroyedError', message: expect.stringMatching(/context 'ended' was destroyed/) });
+    await expect(waiting).rejects.toMatchObject({ name: 'DestroyedError', message: expect.stringMatching(/context 'ended': destroyed by ctx.destroy\(\)/) });
     await expect(all).rejects.toMatchObject({ name: 'DestroyedError' });
-    await expect(d.synchronize()).rejects.toMatchObject({ name: 'DestroyedError', context: 'ended', message: expect.stringMatching(/context 'ended' was destroyed/) });
+    await expect(d.synchronize()).rejects.toMatchObject({ name: 'DestroyedError', context: 'ended', message: expect.stringMatching(/context 'ended': the context was destroyed/) });
     await expect(s.synchronize()).rejects.toMatchObject({ name: 'DestroyedError' });
     expect(() => d.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError', context: 'ended' }));
   });

@@ -201,7 +201,7 @@ describe('lifetimes', () => {
     c.destroy();
     expect(() => c.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => s.hostFn(() => {})).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
-    expect(() => c.alloc(64)).toThrow(/context 'ctx#\d+' was destroyed/);
+    expect(() => c.alloc(64)).toThrow(/context 'ctx#\d+': the context was destroyed/);
   });
 });
 
