@@ -194,8 +194,12 @@ export class StagingPool {
     const block = slice.block;
     if (--block.users > 0) return;
     if (!block.sealed) {
-      block.used = 0; // the current shared block, never sent: its space is free again
-      return;
+      if (!this.#destroyed) {
+        block.used = 0; // the current shared block, never sent: its space is free again
+        return;
+      }
+      this.#seal(block);
+      return this.#drop(block.buffer);
     }
     block.buffer.mapAsync(MapMode.WRITE).then(
       () => this.#keep(this.#uploads, block.buffer),
