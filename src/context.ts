@@ -238,7 +238,10 @@ export class Context {
       device,
       label,
       closed: () => scheduler.closed,
-      onMapped: () => scheduler.scheduleFlush(true),
+      onMapped: (claimants) => {
+        scheduler.scheduleFlush(true);
+        Scheduler.wakeClaimants(claimants);
+      },
       hostWindow: (claimants) => scheduler.hostWindow(claimants),
       checkWait: (claimants, what) => scheduler.checkWait(claimants, what),
     };

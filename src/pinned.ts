@@ -34,8 +34,8 @@ export interface PinnedHost {
   readonly label: string;
   /** The device-loss or destroy error once the context can no longer run work, else null. */
   closed(): StreamError | null;
-  /** The buffer was mapped back: work waiting for that may go on. */
-  onMapped(): void;
+  /** The buffer was mapped back: work waiting for that (in any context using it) may go on. */
+  onMapped(claimants: ReadonlySet<Claimant>): void;
   /**
    * May the code running now touch a buffer whose claimants are all unencoded? Only the host
    * function running now, when each claimant is a later op of its own stream (it fills the buffer
@@ -233,7 +233,7 @@ export class PinnedBuffer {
         this.state = 'mapped';
         this.#views = null;
         this.#settle();
-        this.#host.onMapped();
+        this.#host.onMapped(this.claimants);
       },
       (err: unknown) => {
         this.#mapping = null;

@@ -226,12 +226,10 @@ export class Scheduler {
     let deps: Op[] = addDep(NONE, q.tail);
     for (const d of extraDeps) deps = addDep(deps, d);
     // CUDA legacy default stream: it waits for all blocking streams, and they wait for it.
+    // A failed tail counts even when done, as event and waitStream edges do (addDep skips the rest).
     if (q.isDefault) {
-      for (const s of this.streams) if (!s.isDefault && !s.nonBlocking && s.tail && !s.tail.done) deps = addDep(deps, s.tail);
-    } else if (!q.nonBlocking) {
-      const d = this.defaultQueue.tail;
-      if (d && !d.done) deps = addDep(deps, d);
-    }
+      for (const s of this.streams) if (!s.isDefault && !s.nonBlocking) deps = addDep(deps, s.tail);
+    } else if (!q.nonBlocking) deps = addDep(deps, this.defaultQueue.tail);
     const op = new Op(Scheduler.#nextOpId++, q, payload, deps, buffers, callSite, subject, target);
     op.isolated = isolated;
     if (this.trace) op.times = new OpTimes(performance.now());
@@ -312,6 +310,8 @@ export class Scheduler {
             if (batch) {
               this.#submit(batch);
               batch = null;
+              // That submit started mapping its pinned buffers back: this op may use one.
+              if (!this.#canOrder(op)) continue;
             }
             if (this.#inFlight >= this.options.maxSubmitsInFlight) continue; // retried when a submit completes
             q.shift();
@@ -323,6 +323,7 @@ export class Scheduler {
           if (batch && batch.queries + 2 > QUERIES_PER_BATCH && this.#wantsTimestamps(op)) {
             this.#submit(batch);
             batch = null;
+            if (!this.#canOrder(op)) continue;
           }
           if (!batch) {
             if (this.#inFlight >= this.options.maxSubmitsInFlight) continue; // the window is full: GPU work waits; host work and markers go on
@@ -347,9 +348,17 @@ export class Scheduler {
   }
 
   #newBatch(isolated: boolean): Batch {
+    // One validation scope per submit, from the encoder's creation (bind groups are made while
+    // encoding) to the submit: popped in #submit.
+    this.device.pushErrorScope('validation');
     // Transient encoders and passes are labelled only while tracing: a label costs Dawn a few
     // microseconds per pass (encode and submit), and errors name their ops anyway.
     return new Batch(this.#nextBatchId++, this.device.createCommandEncoder(this.trace ? { label: 'webgpu-streams batch' } : undefined), isolated);
+  }
+
+  /** A pinned buffer was mapped back: every context with an op using it may go on. */
+  static wakeClaimants(claimants: Iterable<{ readonly id: number }>): void {
+    for (const c of claimants) (c as Op).stream.owner.scheduleFlush(true);
   }
 
   /** `op` was ordered or completed: the streams waiting on it may go on (pushed on `heap` during a flush). */
@@ -540,9 +549,9 @@ export class Scheduler {
       b.encoder.resolveQuerySet(ts.querySet, 0, b.queries, ts.resolve, 0);
       b.encoder.copyBufferToBuffer(ts.resolve, 0, ts.readback, 0, b.queries * 8);
     }
-    // One validation scope per submit: what the call could check was checked there, so an error
-    // here fails the ops of this submit (and what depends on them); an isolated op is alone in its.
-    device.pushErrorScope('validation');
+    // The validation scope opened with the batch: what the call could check was checked there, so
+    // an error here fails the ops of this submit (and what depends on them); an isolated op is
+    // alone in its.
     const cmd = b.encoder.finish();
     b.tSubmit = performance.now();
     device.queue.submit([cmd]);
@@ -741,6 +750,15 @@ export class Scheduler {
       if (!d.done) return;
       if (d.error && !op.error) op.error = inherit(op, d);
     }
+    // The last op using a pinned buffer completes once the buffer is mapped again, so the host
+    // owns it after a synchronize, even when the op was skipped or failed.
+    const pinned = op.pinned;
+    if (pinned && pinned.claims === 1 && pinned.state !== 'mapped' && !pinned.destroyRequested && !this.#closed) {
+      op.pendingParts++;
+      const mapped = (): void => this.#partDone(op);
+      pinned.map().then(mapped, mapped);
+      return;
+    }
     op.done = true;
     const q = op.stream;
     if (op.kind === 'hostFn') q.hostFnsUndone--;
@@ -750,8 +768,9 @@ export class Scheduler {
     }
     q.active--;
     if (op.error) {
+      // Consecutive failures are one run, unless a synchronize has reported the run meanwhile.
       const run = q.failures[q.failures.length - 1];
-      if (run && run.last === q.lastDoneId) run.last = op.id;
+      if (run && run.last === q.lastDoneId && run.last > Math.max(q.reportedStream, q.reportedCtx)) run.last = op.id;
       else q.failures.push({ first: op.id, last: op.id, error: op.error });
     }
     q.lastDoneId = op.id;

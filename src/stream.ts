@@ -14,7 +14,10 @@ import { PinnedBuffer } from './pinned.js';
 import type { Scheduler, StreamQueue } from './scheduler.js';
 import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal } from './validate.js';
 
-/** A buffer a kernel can bind: one of ours, or a raw `GPUBuffer` (not tracked). */
+/**
+ * A buffer a kernel can bind or a transfer can use: one of ours, or a raw `GPUBuffer` (not tracked:
+ * its op runs in a submit of its own, see docs/API.md).
+ */
 export type Bindable = DeviceBuffer | GPUBuffer;
 
 export interface LaunchOptions {
@@ -202,7 +205,7 @@ export class Stream {
   }
 
   /** Device-to-device copy (`cudaMemcpyAsync` D2D). @returns the op id */
-  copy(src: DeviceBuffer, dst: DeviceBuffer, options?: CopyOptions): number {
+  copy(src: Bindable, dst: Bindable, options?: CopyOptions): number {
     const site = this.#site('copy');
     const s = this.#unwrap(src, 'src', site);
     const d = this.#unwrap(dst, 'dst', site);
@@ -228,7 +231,7 @@ export class Stream {
    * the GPU copies one piece while the host copies the next in.
    * @returns the op id (of the last piece)
    */
-  upload(src: PinnedBuffer | ArrayBufferView, dst: DeviceBuffer, options?: CopyOptions): number {
+  upload(src: PinnedBuffer | ArrayBufferView, dst: Bindable, options?: CopyOptions): number {
     const site = this.#site('upload');
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
@@ -275,7 +278,7 @@ export class Stream {
    * `stream.synchronize()`, an event recorded after it, or a later `hostFn`.
    * @returns the op id
    */
-  download(src: DeviceBuffer, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number {
+  download(src: Bindable, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number {
     const site = this.#site('download');
     const s = this.#unwrap(src, 'src', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
