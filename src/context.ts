@@ -103,7 +103,7 @@ export async function createContext(options: ContextOptions = {}): Promise<Conte
     throw new InvalidArgumentError(`Expected \`powerPreference\` to be 'low-power' or 'high-performance', got ${showValue(o.powerPreference)}`, site);
   }
   if (o.label !== undefined) expectString('label', o.label, site);
-  checkContextOptions(o, site);
+  parseOptions(o as ContextOptions, site);
   const label = options.label ?? `ctx#${++contexts}`;
   let device = options.device;
   let info: AdapterInfo | undefined;
@@ -137,18 +137,34 @@ function isDevice(d: unknown): d is GPUDevice {
   return typeof d === 'object' && d !== null && typeof (d as GPUDevice).createBuffer === 'function' && typeof (d as GPUDevice).queue === 'object';
 }
 
-/** Checks the options the Context constructor reads (before a device is requested for nothing). */
-function checkContextOptions(o: Record<string, unknown>, site: ErrorSite): void {
-  const t = o.trace;
+/** The options the Context constructor reads, checked and with their defaults (createContext checks them before it requests a device). */
+function parseOptions(o: ContextOptions, site: ErrorSite) {
+  const t = o.trace as unknown;
   if (t !== undefined && typeof t !== 'boolean') {
     const to = expectObject('trace', t, site);
     expectKnownKeys('trace', to, ['gpuTimestamps', 'limit'], site);
     if (to.gpuTimestamps !== undefined) expectBoolean('trace.gpuTimestamps', to.gpuTimestamps, site);
     if (to.limit !== undefined) expectInteger('trace.limit', to.limit, 1, Number.MAX_SAFE_INTEGER, site);
   }
-  if (o.captureStacks !== undefined && o.captureStacks !== 'all' && typeof o.captureStacks !== 'boolean') {
-    throw new InvalidArgumentError(`Expected \`captureStacks\` to be a boolean or 'all', got ${showValue(o.captureStacks)}`, site);
+  const captureStacks = o.captureStacks ?? true;
+  if (captureStacks !== 'all' && typeof captureStacks !== 'boolean') {
+    throw new InvalidArgumentError(`Expected \`captureStacks\` to be a boolean or 'all', got ${showValue(captureStacks)}`, site);
   }
+  const uploadPieceBytes = o.uploadPieceBytes === undefined ? 0 : expectInteger('uploadPieceBytes', o.uploadPieceBytes, 0, Number.MAX_SAFE_INTEGER, site);
+  if (uploadPieceBytes !== 0 && (uploadPieceBytes < 4096 || uploadPieceBytes % 4 !== 0)) {
+    throw new InvalidArgumentError(`Expected \`uploadPieceBytes\` to be 0 (uploads go whole) or a multiple of 4 of at least 4096, got ${uploadPieceBytes}`, site);
+  }
+  const traceOpt = o.trace ?? false;
+  return {
+    maxSubmitsInFlight: o.maxSubmitsInFlight === undefined ? 16 : o.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', o.maxSubmitsInFlight, 1, 1 << 20, site),
+    maxOpsPerSubmit: o.maxOpsPerSubmit === undefined || o.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', o.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site),
+    captureStacks,
+    uploadPieceBytes,
+    stagingPoolBytes: o.stagingPoolBytes === undefined ? undefined : expectInteger('stagingPoolBytes', o.stagingPoolBytes, 0, Number.MAX_SAFE_INTEGER, site),
+    traceOn: traceOpt !== false,
+    traceGpu: typeof traceOpt === 'object' && traceOpt.gpuTimestamps === true,
+    traceLimit: typeof traceOpt === 'object' ? traceOpt.limit : undefined,
+  };
 }
 
 function readInfo(i: GPUAdapterInfo | undefined): AdapterInfo {
@@ -197,18 +213,7 @@ export class Context {
   /** @internal use `createContext()` */
   constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
     const site = { op: 'createContext' };
-    checkContextOptions(options as Record<string, unknown>, site);
-    const maxSubmitsInFlight = options.maxSubmitsInFlight === undefined ? 16 : options.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', options.maxSubmitsInFlight, 1, 1 << 20, site);
-    const maxOpsPerSubmit = options.maxOpsPerSubmit === undefined || options.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', options.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site);
-    const captureStacks = options.captureStacks === undefined || options.captureStacks === 'all' ? (options.captureStacks ?? true) : expectBoolean('captureStacks', options.captureStacks, site);
-    const uploadPieceBytes = options.uploadPieceBytes === undefined ? 0 : expectInteger('uploadPieceBytes', options.uploadPieceBytes, 0, Number.MAX_SAFE_INTEGER, site);
-    if (uploadPieceBytes !== 0 && (uploadPieceBytes < 4096 || uploadPieceBytes % 4 !== 0)) {
-      throw new InvalidArgumentError(`Expected \`uploadPieceBytes\` to be 0 (uploads go whole) or a multiple of 4 of at least 4096, got ${uploadPieceBytes}`, site);
-    }
-    const stagingPoolBytes = options.stagingPoolBytes === undefined ? undefined : expectInteger('stagingPoolBytes', options.stagingPoolBytes, 0, Number.MAX_SAFE_INTEGER, site);
-    const traceOpt = options.trace ?? false;
-    const traceOn = traceOpt !== false;
-    const traceGpu = typeof traceOpt === 'object' && traceOpt.gpuTimestamps === true;
+    const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit } = parseOptions(options, site);
     const label = options.label ?? `ctx#${++contexts}`;
     this.label = label;
     this.device = device;
@@ -219,7 +224,7 @@ export class Context {
     this.features = { timestampQuery: options.timing !== false && device.features.has('timestamp-query') };
     this.limits = device.limits;
     this.trace = new Trace();
-    if (typeof traceOpt === 'object' && traceOpt.limit !== undefined) this.trace.limit = traceOpt.limit;
+    if (traceLimit !== undefined) this.trace.limit = traceLimit;
     this.staging = new StagingPool(device, this.memory, stagingPoolBytes);
     this.scheduler = new Scheduler(device, this.staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null, label);
     const scheduler = this.scheduler;

@@ -39,7 +39,7 @@ export interface PinnedHost {
   /**
    * May the code running now touch a buffer whose claimants are all unencoded? Only the host
    * function running now, when each claimant is a later op of its own stream (it fills the buffer
-   * that op uploads, as CUDA allows); throws DeadlockError from `ready()` called by such a function.
+   * that op uploads, as CUDA allows).
    */
   hostWindow(claimants: ReadonlySet<Claimant>): boolean;
   /** Throws DeadlockError when a running host function waits for a claimant queued behind it. */

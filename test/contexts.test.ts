@@ -99,6 +99,8 @@ describe('labels and options', () => {
     ['device: {}', { device: {} }, /`device` to be a GPUDevice/],
     ["captureStacks: 'some'", { captureStacks: 'some' }, /`captureStacks` to be a boolean or 'all'/],
     ['timing: 1', { timing: 1 }, /`timing` to be a boolean/],
+    ['maxSubmitsInFlight: 0', { maxSubmitsInFlight: 0 }, /`maxSubmitsInFlight` to be an integer from 1/],
+    ['uploadPieceBytes: 100', { uploadPieceBytes: 100 }, /`uploadPieceBytes` to be 0 .* or a multiple of 4 of at least 4096/],
   ])('createContext refuses %s before requesting a device', async (_name, options, message) => {
     await expect(createContext(options as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'createContext', message: expect.stringMatching(message) });
   });
