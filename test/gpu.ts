@@ -3,6 +3,7 @@
  * every GPU error captured, and cleanup of what a test made.
  */
 import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createNodeContext, type Context, type ContextOptions } from '../src/node.js';
 
 const SWIFTSHADER = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -14,6 +15,16 @@ export async function gpuContext(options: Omit<ContextOptions, 'gpu' | 'device' 
   ctx.errors = [];
   ctx.device.addEventListener('uncapturederror', (e) => ctx.errors.push((e as GPUUncapturedErrorEvent).error.message));
   return ctx;
+}
+
+/** A context made for each test file that uses it: `set` receives it before the tests; after them, no uncaptured error may have happened, and it is destroyed. */
+export function useGpuContext(set: (ctx: Context & { errors: string[] }) => void, options: Parameters<typeof gpuContext>[0] = {}): void {
+  let ctx: (Context & { errors: string[] }) | undefined;
+  beforeAll(async () => set((ctx = await gpuContext(options))));
+  afterAll(() => {
+    expect(ctx?.errors).toEqual([]);
+    ctx?.destroy();
+  });
 }
 
 export { rng, randomSeed, firstMismatch, vectorAddRef, sleepRef } from '../bench/reference.js';

@@ -4,8 +4,8 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gpuContext, randomSeed, rng, firstMismatch } from './gpu.js';
+import { describe, expect, it } from 'vitest';
+import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './gpu.js';
 import type { Context, DeviceBuffer, Stream } from '../src/index.js';
 
 setFlagsFromString('--expose-gc');
@@ -13,13 +13,7 @@ const gc = runInNewContext('gc') as () => void;
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
-beforeAll(async () => {
-  ctx = await gpuContext();
-});
-afterAll(() => {
-  expect(ctx.errors).toEqual([]);
-  ctx.destroy();
-});
+useGpuContext((c) => (ctx = c));
 
 /** Enqueues a download into a fresh array and returns a weak reference to it (made here, so no caller frame holds it). */
 function downloadInto(s: Stream, src: DeviceBuffer, bytes: number): WeakRef<ArrayBuffer> {

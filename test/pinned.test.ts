@@ -5,19 +5,13 @@
  * the GPU uploads is what that host function wrote. After device loss, the buffer is never
  * handed back.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gpuContext, randomSeed, rng, firstMismatch } from './gpu.js';
+import { describe, expect, it } from 'vitest';
+import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './gpu.js';
 import type { Context } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
-beforeAll(async () => {
-  ctx = await gpuContext();
-});
-afterAll(() => {
-  expect(ctx.errors).toEqual([]);
-  ctx.destroy();
-});
+useGpuContext((c) => (ctx = c));
 
 function gate(): { wait: Promise<void>; open: () => void } {
   let open!: () => void;

@@ -4,19 +4,13 @@
  * the call accepted them (isolated: they fail alone), and how failures reach every waiter.
  * Order is asserted through data, events and counters, never wall-clock windows.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { gpuContext, randomSeed, rng, firstMismatch, sleepRef, vectorAddRef } from './gpu.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { useGpuContext, randomSeed, rng, firstMismatch, sleepRef, vectorAddRef } from './gpu.js';
 import { workgroupsFor, type Context, type GpuEvent, type Stream } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
-beforeAll(async () => {
-  ctx = await gpuContext();
-});
-afterAll(() => {
-  expect(ctx.errors).toEqual([]);
-  ctx.destroy();
-});
+useGpuContext((c) => (ctx = c));
 // Tests that fail streams on purpose report them; whatever is left is drained here so the next
 // test's ctx.synchronize() starts clean.
 afterEach(async () => {
