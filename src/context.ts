@@ -58,18 +58,16 @@ export interface ContextOptions {
    * one's id. A multiple of 4, at least 4096; 0 sends every upload whole.
    *
    * Off by default: it pays where the GPU's copy out of staging is slow next to the host's copy
-   * into it (a slow PCIe link; SwiftShader: 64 MiB went 1.5-2.1x faster). On the H100 host it lost:
-   * the copy out ran at 50 GB/s, yet the host filled several smaller staging buffers 20% slower than
-   * one big one (docs/PERFORMANCE.md, "Pageable uploads"). @default 0
+   * into it, and loses where the host fills several smaller staging buffers more slowly than one
+   * big one (measurements: docs/PERFORMANCE.md, "Pageable uploads"). @default 0
    */
   uploadPieceBytes?: number;
   /**
    * Free staging the pool keeps for reuse (pageable uploads and downloads), bytes; more is
    * destroyed when it comes back (also `ctx.staging.maxPooledBytes`, `ctx.staging.trim()`). A
    * transfer larger than this gets a new staging buffer on every call, and a new mapped buffer
-   * costs far more than the copy: a 1 GiB pageable upload took 808 ms against 127 ms with the
-   * pool raised to 1 GiB (H100 host, `npm run diag:staging`). Raise it for repeated transfers that
-   * large, or upload from a pinned buffer. @default 512 MiB
+   * costs far more than the copy (docs/PERFORMANCE.md, "Pageable uploads"). Raise it for repeated
+   * transfers that large, or upload from a pinned buffer. @default 512 MiB
    */
   stagingPoolBytes?: number;
   /** The context's label, in error messages and on the device it requests. @default 'ctx#<n>' */

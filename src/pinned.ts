@@ -147,7 +147,7 @@ export class PinnedBuffer {
    * Why: in Node (and Chrome), V8 counts each mapped range as external memory and starts a major GC
    * whenever that grows 64 MiB above its low point. A ring of large download buffers left mapped
    * after their read-out can cross that step; unmapping each after reading it, as hand-written
-   * WebGPU does, keeps one range attached at a time (BENCHMARKS.md, "Mapped ranges and V8's GC").
+   * WebGPU does, keeps one range attached at a time (docs/PERFORMANCE.md, "Keep one large mapped range attached at a time").
    *
    * @example
    * await down.ready();
