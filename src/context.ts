@@ -6,9 +6,12 @@ import { DestroyedError, InvalidArgumentError, WebGpuUnavailableError, type Erro
 import { GpuEvent, type EventOptions } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
-import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats, StagingPool } from './memory.js';
+import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats } from './memory.js';
+import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
-import { Scheduler } from './scheduler.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { deadlock, hostWindow } from './scheduler/host.js';
+import { StagingPool } from './transfer.js';
 import { Stream, type StreamHost, type SyncOptions } from './stream.js';
 import { Trace } from './trace.js';
 import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue, syncSignal } from './validate.js';
@@ -242,11 +245,15 @@ export class Context {
       label,
       closed: () => scheduler.closed,
       onMapped: (claimants) => {
+        // Every context with an op using the buffer may go on (one device, several contexts).
         scheduler.scheduleFlush(true);
-        Scheduler.wakeClaimants(claimants);
+        for (const c of claimants) (c as Op).stream.owner.wake((c as Op).stream);
       },
-      hostWindow: (claimants) => scheduler.hostWindow(claimants),
-      checkWait: (claimants, what) => scheduler.checkWait(claimants, what),
+      hostWindow,
+      checkWait: (claimants, what) => {
+        const err = deadlock(claimants as Iterable<Op>, what);
+        if (err) throw err;
+      },
     };
     this.defaultStream = new Stream(this.#host, this.scheduler.defaultQueue);
     this.lost = device.lost.then((info) => {

@@ -131,6 +131,22 @@ export class WebGpuUnavailableError extends StreamError {
   override name = 'WebGpuUnavailableError';
 }
 
+/** A readable one-line description of something thrown, whatever it is (a Symbol, an object whose toString throws). */
+export function describeThrown(err: unknown): string {
+  if (err instanceof Error) {
+    try {
+      return String(err.message);
+    } catch {
+      return err.name;
+    }
+  }
+  try {
+    return typeof err === 'string' ? err : typeof err === 'symbol' ? err.toString() : `${String(err)}`;
+  } catch {
+    return Object.prototype.toString.call(err);
+  }
+}
+
 /**
  * Captures the current stack for a later error. V8 records the frames at construction and formats
  * them only when `.stack` is read, so this is cheap per op; formatting happens on failure only.

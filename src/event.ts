@@ -5,7 +5,8 @@
  */
 import { EventNotReadyError, EventTimingError, InvalidArgumentError } from './errors.js';
 import type { Op } from './op.js';
-import { StreamQueue, type Scheduler } from './scheduler.js';
+import { StreamQueue } from './op.js';
+import type { Scheduler } from './scheduler/scheduler.js';
 import type { Stream, SyncOptions } from './stream.js';
 import { showValue, syncSignal } from './validate.js';
 

@@ -1,5 +1,6 @@
 /**
- * Node entry point: a context on Dawn's `webgpu` package (`npm i webgpu`).
+ * Node entry point: a context on Dawn's `webgpu` package (`npm i webgpu`, an optional peer
+ * dependency: it is loaded by createNodeContext, so importing this file never needs it).
  *
  * ```ts
  * import { createNodeContext } from 'webgpu-streams/node';
@@ -9,9 +10,8 @@
  * (Debian's chromium package ships it). The native instance stays referenced by the context for its
  * whole life: when it is garbage-collected while a device is in use, the process crashes.
  */
-import { create, globals } from 'webgpu';
 import { createContext, type Context, type ContextOptions } from './context.js';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { expectBoolean, expectObject, showValue } from './validate.js';
 
 export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAlive'> {
@@ -33,6 +33,8 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
   if (o.installGlobals !== undefined) expectBoolean('installGlobals', o.installGlobals, site);
   if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\`; pass \`device\` to borrow one, or use createContext({ gpu })`, site);
   const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, ...rest } = o as NodeContextOptions;
+  if (!installGlobals && rest.device) return createContext(rest);
+  const { create, globals } = await loadDawn(site);
   if (installGlobals) {
     const g = globalThis as Record<string, unknown>;
     for (const [k, v] of Object.entries(globals as Record<string, unknown>)) if (!(k in g)) g[k] = v;
@@ -40,6 +42,22 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
   if (rest.device) return createContext(rest);
   const gpu = create(dawnToggles);
   return createContext({ ...rest, gpu, keepAlive: gpu });
+}
+
+/** Dawn's `webgpu` package, imported on first use; a missing one says what to install. */
+async function loadDawn(site: ErrorSite): Promise<typeof import('webgpu')> {
+  try {
+    return await import('webgpu');
+  } catch (e) {
+    const code = (e as { code?: unknown } | null)?.code;
+    const missing = (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'webgpu'/.test(String((e as Error).message));
+    throw new WebGpuUnavailableError(
+      missing
+        ? "webgpu-streams/node needs Dawn's `webgpu` package: npm i webgpu"
+        : `webgpu-streams/node could not load Dawn's \`webgpu\` package (npm i webgpu, and Vulkan's libvulkan1 on Linux): ${String((e as Error | null)?.message ?? e)}`,
+      { ...site, cause: e },
+    );
+  }
 }
 
 export * from './index.js';

@@ -12,8 +12,7 @@ import type { StreamError } from './errors.js';
 import type { DeviceBuffer } from './memory.js';
 import type { PinnedBuffer } from './pinned.js';
 import type { Kernel } from './kernels.js';
-import type { StreamQueue } from './scheduler.js';
-import type { StagingSlice } from './memory.js';
+import type { StagingSlice } from './transfer.js';
 
 export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'hostFn' | 'record' | 'wait';
 
@@ -198,4 +197,77 @@ export class Op {
     const k = this.payload.kind;
     if (k !== 'record') this.payload = RELEASED[k];
   }
+}
+
+/** What a stream's queue needs of the scheduler that owns it (the scheduler implements it). */
+export interface QueueOwner {
+  /** The context's label, for messages. */
+  readonly label: string;
+  readonly device: GPUDevice;
+  /** Stream `q` may be able to go on: something it waits for was ordered or completed. */
+  wake(q: StreamQueue): void;
+  /** Marks `op` done if its parts and dependencies are (the context's own bookkeeping). */
+  tryComplete(op: Op): void;
+}
+
+/** Consecutive failed ops of one stream (ids `first`..`last`), reported as `error`. */
+export interface FailureRun {
+  first: number;
+  last: number;
+  error: StreamError;
+}
+
+/** Internal state of one stream. The public `Stream` wraps it. */
+export class StreamQueue {
+  /** Ops enqueued and not yet ordered, in stream order (`head` indexes the first). */
+  pending: (Op | undefined)[] = [];
+  head = 0;
+  /** The last op enqueued (the next op's stream-order dependency); null once a reported failure cut it. */
+  tail: Op | null = null;
+  /** Id of the last op enqueued. */
+  lastId = 0;
+  /** Ops enqueued and not done. */
+  active = 0;
+  /** Host functions enqueued and not done (queued, ordered or running). */
+  hostFnsUndone = 0;
+  /** Pinned buffers being re-mapped to detach stale views; the stream's host functions wait for them. */
+  remaps = 0;
+  destroyed = false;
+  /** In the flush's heap now. */
+  inHeap = false;
+  /** Failed ops not yet reported to every kind of waiter. */
+  failures: FailureRun[] = [];
+  /** Id of the last op of this stream that became done (ops of a stream become done in order). */
+  lastDoneId = 0;
+  /** Failures up to these ids were reported to a stream / context synchronize. */
+  reportedStream = 0;
+  reportedCtx = 0;
+  /** Synchronize calls (stream or context) waiting on this stream. */
+  waiting = 0;
+
+  constructor(
+    readonly owner: QueueOwner,
+    readonly label: string,
+    readonly priority: number,
+    readonly nonBlocking: boolean,
+    readonly isDefault: boolean,
+  ) {}
+
+  get headOp(): Op | undefined {
+    return this.pending[this.head];
+  }
+
+  /** Drops the head (ordered now); the slot is cleared so a done op is not kept alive here. */
+  shift(): void {
+    this.pending[this.head++] = undefined;
+    if (this.head > 1024 && this.head * 2 > this.pending.length) {
+      this.pending = this.pending.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+/** `deps` with `d` added when `d` is a dependency to wait on (not done, or failed) and new. */
+export function addDep(deps: Op[], d: Op | null | undefined): Op[] {
+  return d && (!d.done || d.error) && !deps.includes(d) ? withItem(deps, d) : deps;
 }

@@ -8,10 +8,11 @@ import { captureSite, DestroyedError, InvalidArgumentError, KernelBindingError, 
 import { GpuEvent } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
-import { DeviceBuffer, type StagingPool } from './memory.js';
-import { NONE, type Op } from './op.js';
+import { DeviceBuffer } from './memory.js';
+import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
-import type { Scheduler, StreamQueue } from './scheduler.js';
+import type { Scheduler } from './scheduler/scheduler.js';
+import { uploadPageable, type StagingPool } from './transfer.js';
 import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal } from './validate.js';
 
 /**
@@ -61,9 +62,6 @@ export interface StreamHost {
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
-
-/** Most pieces of one pageable upload (see ContextOptions.uploadPieceBytes). */
-const MAX_UPLOAD_PIECES = 8;
 
 /** Throws when `view`'s buffer was detached (transferred or resized away): its bytes are gone. */
 function checkAttached(view: ArrayBufferView, name: string, site: ErrorSite): void {
@@ -244,32 +242,15 @@ export class Stream {
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     checkAttached(src, 'src', site);
     const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
-    const min = this.#host.uploadPieceBytes;
-    if (min === 0 || r.size <= min) return this.#stageUpload(src, r.srcOffset, d.buffer, r.dstOffset, r.size, tracked, site, d.label).id;
-    // At most MAX_UPLOAD_PIECES pieces, so they fit the submit window: completions that would free
-    // it cannot be seen before this call returns, and pieces past it would wait until then.
-    const count = Math.min(MAX_UPLOAD_PIECES, Math.ceil(r.size / min));
-    const piece = Math.ceil(r.size / count / 4) * 4;
-    let id = 0;
-    for (let at = 0; at < r.size; at += piece) {
-      id = this.#stageUpload(src, r.srcOffset + at, d.buffer, r.dstOffset + at, Math.min(piece, r.size - at), tracked, site, d.label).id;
-      // Submit this piece now (if the stream lets it run): the GPU copies it while the host copies the next one in.
-      if (at + piece < r.size) this.#host.scheduler.flush();
-    }
-    return id;
-  }
-
-  /** Copies `size` bytes of `src` from `srcOffset` into pooled staging and enqueues their copy to `dst` at `dstOffset`. */
-  #stageUpload(src: ArrayBufferView, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number, tracked: DeviceBuffer[], site: Site, dstLabel: string): Op {
-    const t0 = performance.now();
-    const staging = this.#host.staging.stage(new Uint8Array(src.buffer, src.byteOffset + srcOffset, size), this.label);
-    const t1 = performance.now();
-    const op = this.#enqueue({ kind: 'upload', pinned: null, staging, srcOffset: 0, dst, dstOffset, size }, NONE, tracked, site, '', dstLabel, tracked === NONE);
-    if (op.times) {
-      op.times.tHostBegin = t0;
-      op.times.tHostEnd = t1;
-    }
-    return op;
+    const isolated = tracked === NONE;
+    return uploadPageable(this.#host.staging, this.label, src, r.srcOffset, r.dstOffset, r.size, this.#host.uploadPieceBytes, (staging, dstOffset, size, eager, t0, t1) => {
+      const op = this.#host.scheduler.enqueue(this.queue, { kind: 'upload', pinned: null, staging, srcOffset: 0, dst: d.buffer, dstOffset, size }, NONE, tracked, site.enqueueSite, '', d.label, isolated, eager);
+      if (op.times) {
+        op.times.tHostBegin = t0;
+        op.times.tHostEnd = t1;
+      }
+      return op.id;
+    });
   }
 
   /**

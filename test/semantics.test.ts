@@ -325,11 +325,11 @@ describe('pageable uploads in pieces', () => {
       const s = pctx.createStream({ label: 'pieces' });
       const da = pctx.alloc(n * 4), db = pctx.alloc(n * 4), out = pctx.alloc(n * 4);
       s.upload(b, db); // 8 pieces too
-      const before = pctx.scheduler.submitLog!.length;
+      const before = pctx.trace.submits.length;
       const id = s.upload(a, da);
       // Seven pieces went out during the call (the eighth waits for the microtask flush); the first
       // shares its submit with b's last piece, each other has its own.
-      const during = pctx.scheduler.submitLog!.slice(before);
+      const during = pctx.trace.submits.slice(before);
       expect(during).toHaveLength(7);
       expect(during.map((ops) => ops.length)).toEqual([2, 1, 1, 1, 1, 1, 1]);
       expect(id).toBe(during[6]![0]! + 1); // the call returns the last piece's op id
@@ -339,7 +339,7 @@ describe('pageable uploads in pieces', () => {
       await s.synchronize();
       expect(firstMismatch(got, vectorAddRef(a, b)), `seed ${seed}`).toBeNull();
       // Pieces of one upload stay in stream order.
-      const order = pctx.scheduler.submitLog!.flat();
+      const order = pctx.trace.submits.flat();
       const pieces = order.filter((o) => o >= during[0]![1]! && o <= id);
       expect(pieces).toHaveLength(8);
       expect(pieces).toEqual([...pieces].sort((x, y) => x - y));
@@ -364,11 +364,11 @@ describe('pageable uploads in pieces', () => {
       const log: string[] = [];
       s.hostFn(() => g.wait.then(() => void log.push('host')));
       pctx.flush(); // the last piece of `init`
-      const before = pctx.scheduler.submitLog!.flat().length;
+      const before = pctx.trace.submits.flat().length;
       // srcOffset 12, dstOffset 40, 19000 bytes: 5 pieces of 3800, all behind the host function.
       s.upload(data, d, { srcOffset: 12, dstOffset: 40, size: 19_000 });
       await new Promise((res) => setImmediate(res));
-      expect(pctx.scheduler.submitLog!.flat().length).toBe(before); // nothing passed the host function
+      expect(pctx.trace.submits.flat().length).toBe(before); // nothing passed the host function
       g.open();
       const got = new Uint32Array(words + 16);
       s.download(d, got);
@@ -402,7 +402,7 @@ describe('priorities', () => {
       pctx.flush();
       const highIds = [high.copy(bufs[2]!, bufs[3]!), high.copy(bufs[3]!, bufs[2]!)];
       await pctx.synchronize();
-      const order = pctx.scheduler.submitLog!.flat();
+      const order = pctx.trace.submits.flat();
       const firstHigh = order.indexOf(highIds[0]!);
       const lastLow = order.indexOf(lowIds[lowIds.length - 1]!);
       expect(firstHigh).toBeGreaterThan(0);

@@ -25,7 +25,6 @@ import {
   type PerfTable,
 } from './common';
 import { balanceIterations } from './balance';
-import { traceDiagnosis } from './p1-diag';
 import { GcLog } from '../gc';
 import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, planText, type ChunkPlan, type RunStats } from './pipeline';
 
@@ -414,25 +413,6 @@ export const overlapGroup: PerfGroup = {
       seed,
     });
     const tables = [sizeTable(rows, m.verified, notes)];
-    const r0 = rows[0];
-    if (!opts.quick && opts.createContext && ctx.features.timestampQuery && r0) {
-      progress('P1: diagnosis (traced run, not a metric)', 0.99);
-      const n0 = r0.bytes / 4;
-      const c = opts.quick ? 8 : 16;
-      try {
-        tables.push(
-          await traceDiagnosis(opts.createContext, n0, r0.plan.iterations, [
-            { chunks: c, batch: 1, ring: p.ring, ramp: 0 },
-            { chunks: c, batch: 4, ring: 8, ramp: 0 },
-            { chunks: 4 * c, batch: 1, ring: p.ring, ramp: 0 },
-            { chunks: 4 * c, batch: 4, ring: 8, ramp: 0 },
-            { chunks: 4 * c, batch: 8, ring: 16, ramp: 0 },
-          ], src.subarray(0, n0)),
-        );
-      } catch (e) {
-        notes.push(`diagnosis failed: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
     return { metrics: [m], tables };
   },
 };

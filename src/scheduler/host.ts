@@ -10,7 +10,8 @@
  * (`webgpu_streams_hostFn_<id>`), so the continuation's stack names it. Elsewhere, code after an
  * `await` counts as outside the host function.
  */
-import type { Op } from './op.js';
+import { DeadlockError } from '../errors.js';
+import type { Op } from '../op.js';
 
 const MARK = 'webgpu_streams_hostFn_';
 
@@ -123,4 +124,44 @@ export function hostBudget(): boolean {
 /** Runs `fn` once the event loop had its turn. */
 export function resumeNextTurn(fn: () => void): void {
   resumers.add(fn);
+}
+
+/**
+ * May the code running now touch a pinned buffer whose claimants are all unencoded? Only the host
+ * function running now, when each claimant is a later op of that function's own stream.
+ */
+export function hostWindow(claimants: Iterable<{ readonly id: number; readonly ordered: boolean }>): boolean {
+  const h = hostCaller();
+  if (!h) return false;
+  for (const c of claimants) {
+    const op = c as Op;
+    if (op.ordered || op.stream !== h.stream || op.id < h.id) return false;
+  }
+  return true;
+}
+
+/**
+ * A DeadlockError when the code calling now is a running host function and one of `targets`
+ * cannot complete before that function returns (it is, or depends on, that function or a later
+ * op of its stream); else null. `what` names the wait.
+ */
+export function deadlock(targets: Iterable<Op | null | undefined>, what: string): DeadlockError | null {
+  const h = hostCaller();
+  if (!h) return null;
+  const seen = new Set<Op>();
+  const stack: Op[] = [];
+  for (const t of targets) if (t) stack.push(t);
+  let o: Op | undefined;
+  while ((o = stack.pop())) {
+    if (o.done || seen.has(o)) continue;
+    seen.add(o);
+    if (o === h || (o.stream === h.stream && o.id > h.id)) {
+      return new DeadlockError(
+        `host function #${h.id} waits for ${what}, which waits for that host function to return: it can never resolve. Enqueue what must follow on the stream (a later hostFn) instead of waiting inside the host function.`,
+        h.site(),
+      );
+    }
+    for (const d of o.deps) stack.push(d);
+  }
+  return null;
 }

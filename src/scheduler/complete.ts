@@ -1,0 +1,395 @@
+/**
+ * Submits and completion: a batch's submit, its validation, the maps that hand mapped memory back
+ * to the host, timestamps, then each op done once its parts and dependencies are; and the host
+ * functions, run once everything before them is done.
+ *
+ * Completion is iterative: one worklist for every context, so a chain of any length completes
+ * without recursion, and an op of one context completing wakes the ops of another that wait on it.
+ */
+import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, describeThrown, type StreamError } from '../errors.js';
+import { MapMode } from '../gpu-constants.js';
+import { NONE, type Op } from '../op.js';
+import type { Trace } from '../trace.js';
+import type { StagingPool } from '../transfer.js';
+import type { Batch, Encoder } from './encode.js';
+import { awaitHostFn, callHostFn, hostBudget, hostFnEnded, resumeNextTurn } from './host.js';
+
+/** Ops to look at for completion, in every context. */
+let worklist: Op[] = [];
+let head = 0;
+let draining = false;
+
+/** Looks at `op` (and, through the worklist, at what it unblocks) for completion. */
+export function complete(op: Op): void {
+  worklist.push(op);
+  if (draining) return;
+  draining = true;
+  try {
+    while (head < worklist.length) {
+      const next = worklist[head]!;
+      worklist[head++] = undefined as never;
+      next.stream.owner.tryComplete(next);
+    }
+  } finally {
+    worklist = [];
+    head = 0;
+    draining = false;
+  }
+}
+
+/** `op` was ordered or completed: the streams waiting on it may go on. */
+export function wakeDependents(op: Op): void {
+  const ds = op.dependents;
+  if (ds) for (const d of ds) d.stream.owner.wake(d.stream);
+}
+
+/**
+ * The error an op takes when its dependency `d` failed: within one stream the same error (one
+ * failure, one report); across streams a DependencyError naming this stream, with the cause.
+ */
+export function inherit(op: Op, d: Op): StreamError {
+  const err = d.error!;
+  if (d.stream === op.stream && err instanceof DependencyError) return err;
+  const root = err instanceof DependencyError && err.cause instanceof Error ? err.cause : err;
+  return new DependencyError(`did not run: it depends on op '${d.kind}' #${d.id} on stream '${d.stream.label}', which failed: ${root.message.split('\n')[0]}`, { ...op.site(), cause: root });
+}
+
+/** What completion needs from its scheduler. */
+export interface CompleterHost {
+  readonly device: GPUDevice;
+  readonly staging: StagingPool;
+  readonly trace: Trace | null;
+  /** The device-loss or destroy error once no more work can run, else null. */
+  readonly closed: StreamError | null;
+  scheduleFlush(all?: boolean): void;
+}
+
+export class Completer {
+  /** Submits not completed. */
+  inFlight = 0;
+  /** Submits not completed, and host functions started and not finished: what `close` fails besides queued ops. */
+  readonly inFlightBatches = new Set<Batch>();
+  readonly runningHost = new Set<Op>();
+  #hostQueue: (Op | undefined)[] = [];
+  #hostHead = 0;
+  #runningHostFns = false;
+  /** Host-clock offset of the GPU clock, ns (min over batches of host completion - GPU end). */
+  #clockOffsetNs: number | null = null;
+  #clockLowerNs = -Infinity;
+
+  constructor(
+    readonly host: CompleterHost,
+    readonly encoder: Encoder,
+  ) {}
+
+  // ---------------------------------------------------------------- submit
+
+  submit(b: Batch): void {
+    const device = this.host.device;
+    const cmd = this.encoder.finish(b);
+    b.tSubmit = performance.now();
+    device.queue.submit([cmd]);
+    // The validation scope opened with the batch: what the call could check was checked there,
+    // so an error here fails the ops of this submit; an isolated op is alone in its.
+    const validation = device.popErrorScope().then(
+      (err) => err,
+      (e: unknown) => ({ message: describeThrown(e) }) as GPUError,
+    );
+    this.inFlight++;
+    this.inFlightBatches.add(b);
+    const trace = this.host.trace;
+    if (trace) {
+      trace.addSubmit(b.ops);
+      for (const op of b.ops) if (op.times) op.times.tSubmit = b.tSubmit;
+    }
+    if (b.isolated) {
+      const op = b.ops[0]!;
+      void validation.then((err) => {
+        if (err) this.fail(op, new GpuValidationError(`WebGPU rejected this op: ${err.message}`, op.site()));
+        else if (!op.done) {
+          op.ordered = true;
+          wakeDependents(op);
+        }
+      });
+    }
+
+    // Mapped memory goes back to the host as soon as the GPU is done with it: pinned buffers are
+    // re-mapped now (the map resolves once the GPU is done with them) and their ops complete once
+    // mapped, so after `synchronize()` the host owns them again. A map of a buffer this submit used
+    // also serves as the submit's completion, which spares an onSubmittedWorkDone.
+    let mapped: Promise<void> | null = null;
+    for (const [p, ops] of b.pinnedUploads) {
+      if (p.state !== 'unmapped') continue;
+      for (const op of ops) op.pendingParts++;
+      const m = this.#whenMapped(p.map(), ops);
+      mapped ??= m;
+    }
+    for (const [p, ops] of b.pinnedDownloads) {
+      const m = this.#whenMapped(p.map(), ops);
+      mapped ??= m;
+    }
+    for (const op of b.readbacks) this.#readBack(op, validation);
+    if (b.ts) this.#readTimestamps(b);
+    const workDone = mapped ? mapped.then(undefined, () => device.queue.onSubmittedWorkDone()) : device.queue.onSubmittedWorkDone();
+    Promise.all([validation, workDone]).then(
+      ([err]) => {
+        this.#settled(b);
+        const tDone = performance.now();
+        for (const op of b.ops) {
+          if (op.times) op.times.tDone = tDone;
+          if (err) this.fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${err.message}`, op.site()));
+          else this.ownDone(op);
+        }
+      },
+      (e: unknown) => {
+        this.#settled(b);
+        for (const op of b.ops) this.fail(op, this.#asError(e, op));
+      },
+    );
+  }
+
+  #settled(b: Batch): void {
+    this.inFlight--;
+    this.inFlightBatches.delete(b);
+    this.host.scheduleFlush(true);
+  }
+
+  /** `m` (a pinned buffer's map) completes a part of each of `ops`; returns it. */
+  #whenMapped(m: Promise<void>, ops: Op[]): Promise<void> {
+    m.then(
+      () => ops.forEach((op) => this.partDone(op)),
+      (e: unknown) => ops.forEach((op) => this.fail(op, this.#asError(e, op))),
+    );
+    return m;
+  }
+
+  /** A pageable download: once the copy validated and the read-back buffer mapped, its bytes go into the user's array. */
+  #readBack(op: Op, validation: Promise<GPUError | null>): void {
+    const p = op.payload;
+    if (p.kind !== 'download') return;
+    const rb = p.readback!;
+    const view = p.view!;
+    const size = p.size;
+    p.readback = null;
+    Promise.all([validation, rb.mapAsync(MapMode.READ, 0, size)]).then(
+      ([err]) => {
+        // Nothing is written into the user's array for an op that failed (its copy never ran).
+        if (!err && !op.done) {
+          if (view.byteLength !== size) {
+            this.fail(op, new InvalidArgumentError(`the destination array was detached (transferred with postMessage or structuredClone, or its buffer resized) before the download completed; keep it until the op completes`, op.site()));
+          } else {
+            if (op.times) op.times.tHostBegin = performance.now();
+            view.set(new Uint8Array(rb.getMappedRange(0, size)));
+            if (op.times) op.times.tHostEnd = performance.now();
+          }
+        }
+        this.host.staging.releaseReadback(rb);
+        this.partDone(op);
+      },
+      (e: unknown) => {
+        if (rb.mapState === 'mapped') rb.unmap();
+        this.fail(op, this.#asError(e, op));
+      },
+    );
+  }
+
+  #readTimestamps(b: Batch): void {
+    const ts = b.ts!;
+    const n = b.queries;
+    ts.readback.mapAsync(MapMode.READ, 0, n * 8).then(
+      () => {
+        const stamps = new BigUint64Array(ts.readback.getMappedRange(0, n * 8).slice(0));
+        ts.readback.unmap();
+        this.encoder.releaseTimestamps(ts);
+        let maxEnd = 0n;
+        let minBegin: bigint | null = null;
+        for (const t of b.timed) {
+          const begin = stamps[t.begin]!;
+          const end = stamps[t.end]!;
+          const times = t.op.times;
+          if (times) {
+            times.gpuBegin = begin;
+            times.gpuEnd = end;
+          }
+          if (t.op.payload.kind === 'record') t.op.payload.timestamp = end;
+          if (end > maxEnd) maxEnd = end;
+          if (minBegin === null || begin < minBegin) minBegin = begin;
+        }
+        this.#alignClocks(b.tSubmit, minBegin, performance.now(), maxEnd);
+        for (const t of b.timed) this.partDone(t.op);
+      },
+      (e: unknown) => {
+        for (const t of b.timed) this.fail(t.op, this.#asError(e, t.op));
+      },
+    );
+  }
+
+  #alignClocks(tSubmitMs: number, gpuBegin: bigint | null, tDoneMs: number, gpuEnd: bigint): void {
+    if (gpuEnd === 0n) return;
+    const upper = tDoneMs * 1e6 - Number(gpuEnd);
+    if (this.#clockOffsetNs === null || upper < this.#clockOffsetNs) this.#clockOffsetNs = upper;
+    if (gpuBegin !== null) this.#clockLowerNs = Math.max(this.#clockLowerNs, tSubmitMs * 1e6 - Number(gpuBegin));
+  }
+
+  /** Converts a GPU timestamp (ns) to the host's performance.now() clock (ms), estimated. */
+  gpuToHostMs(ns: bigint): number | null {
+    if (this.#clockOffsetNs === null) return null;
+    const offset = Math.max(this.#clockOffsetNs, this.#clockLowerNs);
+    return (Number(ns) + offset) / 1e6;
+  }
+
+  #asError(e: unknown, op: Op): StreamError {
+    const closed = this.host.closed;
+    if (closed) return closed;
+    if (e instanceof Error && 'op' in e) return e as StreamError;
+    return new GpuValidationError(`WebGPU failed: ${describeThrown(e)}`, { ...op.site(), cause: e });
+  }
+
+  // ---------------------------------------------------------------- completion
+
+  /** One of the op's extra parts (map, timestamps) finished. */
+  partDone(op: Op): void {
+    op.pendingParts--;
+    complete(op);
+  }
+
+  ownDone(op: Op): void {
+    op.ownDone = true;
+    complete(op);
+  }
+
+  fail(op: Op, err: StreamError): void {
+    if (op.done) return;
+    if (!op.error) op.error = err;
+    op.ordered = true;
+    op.ownDone = true;
+    op.pendingParts = 0;
+    complete(op);
+  }
+
+  /** Marks `op` done once its own part, extra parts and dependencies are all done. */
+  tryComplete(op: Op): void {
+    if (op.done || !op.ownDone || op.pendingParts > 0) return;
+    for (const d of op.deps) {
+      if (!d.done) return;
+      if (d.error && !op.error) op.error = inherit(op, d);
+    }
+    // The last op using a pinned buffer completes once the buffer is mapped again, so the host
+    // owns it after a synchronize, even when the op was skipped or failed.
+    const pinned = op.pinned;
+    if (pinned && pinned.claims === 1 && pinned.state !== 'mapped' && !pinned.destroyRequested && !this.host.closed) {
+      op.pendingParts++;
+      const mapped = (): void => this.partDone(op);
+      pinned.map().then(mapped, mapped);
+      return;
+    }
+    op.done = true;
+    const q = op.stream;
+    if (op.kind === 'hostFn') q.hostFnsUndone--;
+    const trace = this.host.trace;
+    if (trace) {
+      if (op.times && !op.times.tDone) op.times.tDone = performance.now();
+      trace.add(op, this);
+    }
+    q.active--;
+    if (op.error) {
+      // Consecutive failures are one run, unless a synchronize has reported the run meanwhile.
+      const run = q.failures[q.failures.length - 1];
+      if (run && run.last === q.lastDoneId && run.last > Math.max(q.reportedStream, q.reportedCtx)) run.last = op.id;
+      else q.failures.push({ first: op.id, last: op.id, error: op.error });
+    }
+    q.lastDoneId = op.id;
+    for (const b of op.buffers) b.release();
+    op.buffers = NONE;
+    const p = op.payload;
+    if (p.kind === 'upload' && p.staging) this.host.staging.release(p.staging);
+    pinned?.unclaim(op);
+    op.release();
+    op.deps = NONE;
+    const dependents = op.dependents;
+    op.dependents = null;
+    const ws = op.waiters;
+    op.waiters = null;
+    if (ws) for (const w of ws) w();
+    if (dependents) {
+      for (const d of dependents) {
+        worklist.push(d);
+        d.stream.owner.wake(d.stream);
+      }
+    }
+    this.host.scheduleFlush();
+  }
+
+  // ---------------------------------------------------------------- host functions
+
+  /** Host function `op` may run once the ordering pass is over. */
+  queueHostFn(op: Op): void {
+    this.#hostQueue.push(op);
+  }
+
+  /** Host functions queued and not started (for `close`). */
+  takeQueuedHostFns(): Op[] {
+    const ops = this.#hostQueue.slice(this.#hostHead).filter((op): op is Op => op !== undefined);
+    this.#hostQueue = [];
+    this.#hostHead = 0;
+    return ops;
+  }
+
+  /**
+   * Runs the queued host functions, each once everything before it is done. Gives the event loop
+   * a macrotask after a budget of them (host.ts), so a host function that re-enqueues itself
+   * cannot starve timers.
+   */
+  runHostFns(): void {
+    if (this.#runningHostFns) return; // a host function flushed: the loop below goes on
+    this.#runningHostFns = true;
+    try {
+      while (this.#hostHead < this.#hostQueue.length) {
+        if (!hostBudget()) {
+          resumeNextTurn(() => this.runHostFns());
+          return;
+        }
+        const op = this.#hostQueue[this.#hostHead]!;
+        this.#hostQueue[this.#hostHead++] = undefined;
+        this.#startHostFn(op);
+      }
+      this.#hostQueue = [];
+      this.#hostHead = 0;
+    } finally {
+      this.#runningHostFns = false;
+    }
+  }
+
+  #startHostFn(op: Op): void {
+    const p = op.payload;
+    if (p.kind !== 'hostFn' || op.done) return;
+    if (op.times) op.times.tHostBegin = performance.now();
+    this.runningHost.add(op);
+    let result: unknown;
+    try {
+      result = callHostFn(op, p.fn);
+    } catch (e) {
+      this.#endHostFn(op, e ?? new Error('undefined was thrown'));
+      return;
+    }
+    if (result === null || (typeof result !== 'object' && typeof result !== 'function')) {
+      this.#endHostFn(op);
+      return;
+    }
+    // A promise, a thenable (whose `then` may throw) or any object: awaited, so nothing it does
+    // escapes as anything but this op's HostFnError.
+    awaitHostFn(op, result).then(
+      () => this.#endHostFn(op),
+      (e: unknown) => this.#endHostFn(op, e ?? new Error('rejected with undefined')),
+    );
+  }
+
+  #endHostFn(op: Op, err?: unknown): void {
+    hostFnEnded(op);
+    this.runningHost.delete(op);
+    if (op.times) op.times.tHostEnd = performance.now();
+    if (err !== undefined && !op.error) op.error = new HostFnError(`host function threw: ${describeThrown(err)}`, { ...op.site(), cause: err });
+    op.ordered = true;
+    this.ownDone(op);
+  }
+}

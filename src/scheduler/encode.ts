@@ -1,0 +1,198 @@
+/**
+ * Encoding: GPU ops go into one command encoder per batch (one batch, one submit), each as a copy
+ * or a compute pass, with timestamp queries where an event or the GPU trace wants them.
+ */
+import { BufferUsage } from '../gpu-constants.js';
+import type { Op } from '../op.js';
+import type { PinnedBuffer } from '../pinned.js';
+import type { StagingPool } from '../transfer.js';
+
+const QUERIES_PER_BATCH = 512;
+
+export interface TimestampSet {
+  querySet: GPUQuerySet;
+  resolve: GPUBuffer;
+  readback: GPUBuffer;
+}
+
+/** One command encoder, becoming one submit. */
+export class Batch {
+  readonly ops: Op[] = [];
+  readonly pinnedDownloads = new Map<PinnedBuffer, Op[]>();
+  readonly pinnedUploads = new Map<PinnedBuffer, Op[]>();
+  readonly readbacks: Op[] = [];
+  /** Ops whose GPU timestamps (begin/end query indices) come back with this batch. */
+  readonly timed: { op: Op; begin: number; end: number }[] = [];
+  ts: TimestampSet | null = null;
+  queries = 0;
+  tSubmit = 0;
+  constructor(
+    readonly id: number,
+    readonly encoder: GPUCommandEncoder,
+    /** Carries one isolated op (see Op.isolated). */
+    readonly isolated: boolean,
+  ) {}
+}
+
+export interface EncodeOptions {
+  /** The device has 'timestamp-query' (and timing is on). */
+  timestampQuery: boolean;
+  /** Time every GPU op (trace `gpuTimestamps`). */
+  traceGpu: boolean;
+  /** Label transient encoders and passes (tracing: a label costs Dawn a few microseconds per pass). */
+  labels: boolean;
+}
+
+export class Encoder {
+  #nextBatchId = 1;
+  #tsPool: TimestampSet[] = [];
+
+  constructor(
+    readonly device: GPUDevice,
+    readonly staging: StagingPool,
+    readonly options: EncodeOptions,
+  ) {}
+
+  /**
+   * A batch. One validation scope per submit, from the encoder's creation (bind groups are made
+   * while encoding) to the submit (popped by `finish`'s caller).
+   */
+  newBatch(isolated: boolean): Batch {
+    this.device.pushErrorScope('validation');
+    return new Batch(this.#nextBatchId++, this.device.createCommandEncoder(this.options.labels ? { label: 'webgpu-streams batch' } : undefined), isolated);
+  }
+
+  /** Whether `op` takes timestamp queries (a batch holds at most QUERIES_PER_BATCH). */
+  wantsTimestamps(op: Op): boolean {
+    return (op.kind === 'record' && op.payload.kind === 'record' && op.payload.timing) || (this.options.traceGpu && this.options.timestampQuery && op.isGpu);
+  }
+
+  /** Room for another timed op in `b`? */
+  hasQueryRoom(b: Batch): boolean {
+    return b.queries + 2 <= QUERIES_PER_BATCH;
+  }
+
+  /** Encodes GPU op `op` into `b`. */
+  encode(op: Op, b: Batch): void {
+    const enc = b.encoder;
+    const p = op.payload;
+    if (op.times) op.times.batchId = b.id;
+    b.ops.push(op);
+    const timed = this.options.traceGpu && this.options.timestampQuery;
+    switch (p.kind) {
+      case 'launch': {
+        const bindGroup = p.kernel.bindGroup(p.bindings);
+        const tw = timed ? this.#timestampWrites(b, op) : undefined;
+        const pass = enc.beginComputePass(tw ? { label: op.name, timestampWrites: tw } : this.options.labels ? { label: op.name } : undefined);
+        pass.setPipeline(p.pipeline.pipeline);
+        pass.setBindGroup(0, bindGroup);
+        pass.dispatchWorkgroups(p.workgroups[0], p.workgroups[1], p.workgroups[2]);
+        pass.end();
+        break;
+      }
+      case 'copy':
+        this.#copy(b, op, timed, p.src, p.srcOffset, p.dst, p.dstOffset, p.size);
+        break;
+      case 'upload':
+        if (p.pinned) {
+          p.pinned.unmapForGpu();
+          p.pinned.unencoded--;
+          listFor(b.pinnedUploads, p.pinned).push(op);
+          this.#copy(b, op, timed, p.pinned.buffer, p.srcOffset, p.dst, p.dstOffset, p.size);
+        } else {
+          const staging = p.staging!;
+          this.staging.seal(staging);
+          this.#copy(b, op, timed, staging.block.buffer, staging.offset, p.dst, p.dstOffset, p.size);
+        }
+        break;
+      case 'download':
+        op.pendingParts++;
+        if (p.pinned) {
+          p.pinned.unmapForGpu();
+          p.pinned.unencoded--;
+          listFor(b.pinnedDownloads, p.pinned).push(op);
+          this.#copy(b, op, timed, p.src, p.srcOffset, p.pinned.buffer, p.dstOffset, p.size);
+        } else {
+          p.readback = this.staging.acquireReadback(p.size, op);
+          b.readbacks.push(op);
+          this.#copy(b, op, timed, p.src, p.srcOffset, p.readback, 0, p.size);
+        }
+        break;
+      case 'record': {
+        // An empty pass whose end-of-pass timestamp marks the point after all earlier work.
+        const index = this.#allocQueries(b, 1);
+        enc.beginComputePass({ label: op.name, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
+        b.timed.push({ op, begin: index, end: index });
+        op.pendingParts++;
+        break;
+      }
+      default:
+        throw new Error(`not a GPU op: ${p.kind}`);
+    }
+  }
+
+  /** Ends `b`'s encoder (resolving its timestamps first): the command buffer to submit. */
+  finish(b: Batch): GPUCommandBuffer {
+    const ts = b.ts;
+    if (ts) {
+      b.encoder.resolveQuerySet(ts.querySet, 0, b.queries, ts.resolve, 0);
+      b.encoder.copyBufferToBuffer(ts.resolve, 0, ts.readback, 0, b.queries * 8);
+    }
+    return b.encoder.finish();
+  }
+
+  /** A timestamp set whose values were read back is free again. */
+  releaseTimestamps(ts: TimestampSet): void {
+    this.#tsPool.push(ts);
+  }
+
+  destroy(): void {
+    for (const ts of this.#tsPool) {
+      ts.querySet.destroy();
+      ts.resolve.destroy();
+      ts.readback.destroy();
+    }
+    this.#tsPool = [];
+  }
+
+  #allocQueries(b: Batch, n: number): number {
+    if (!b.ts) b.ts = this.#tsPool.pop() ?? this.#createTimestampSet();
+    const index = b.queries;
+    b.queries += n;
+    return index;
+  }
+
+  #createTimestampSet(): TimestampSet {
+    const d = this.device;
+    return {
+      querySet: d.createQuerySet({ type: 'timestamp', count: QUERIES_PER_BATCH, label: 'webgpu-streams timestamps' }),
+      resolve: d.createBuffer({ size: QUERIES_PER_BATCH * 8, usage: BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC, label: 'webgpu-streams timestamp resolve' }),
+      readback: d.createBuffer({ size: QUERIES_PER_BATCH * 8, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: 'webgpu-streams timestamp readback' }),
+    };
+  }
+
+  #timestampWrites(b: Batch, op: Op): GPUComputePassTimestampWrites | undefined {
+    if (!this.hasQueryRoom(b)) return undefined;
+    const index = this.#allocQueries(b, 2);
+    b.timed.push({ op, begin: index, end: index + 1 });
+    op.pendingParts++;
+    return { querySet: b.ts!.querySet, beginningOfPassWriteIndex: index, endOfPassWriteIndex: index + 1 };
+  }
+
+  /** Encodes a copy; between two empty timestamp passes when GPU tracing is on. */
+  #copy(b: Batch, op: Op, timed: boolean, src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
+    if (!timed || !this.hasQueryRoom(b)) return b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+    const index = this.#allocQueries(b, 2);
+    b.encoder.beginComputePass({ label: `${op.name} begin`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
+    b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+    b.encoder.beginComputePass({ label: `${op.name} end`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index + 1 } }).end();
+    b.timed.push({ op, begin: index, end: index + 1 });
+    op.pendingParts++;
+  }
+}
+
+function listFor<K, V>(map: Map<K, V[]>, key: K): V[] {
+  let list = map.get(key);
+  if (!list) map.set(key, (list = []));
+  return list;
+}

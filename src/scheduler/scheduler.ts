@@ -1,0 +1,434 @@
+/**
+ * The heart of the runtime: turns several host-side streams into one well-ordered, well-batched
+ * submission order on WebGPU's single queue.
+ *
+ * - The DAG: stream order + event/stream edges + CUDA legacy default-stream edges + host readiness
+ *   (a pinned buffer still being mapped, a kernel pipeline still being validated). Edges may cross
+ *   contexts: an op waiting on another context's op is woken by that context.
+ * - Flush: on a microtask after an enqueue, on synchronize, on `ctx.flush()`, and whenever
+ *   something completes. Every ready op (priority first, then enqueue order) goes into one command
+ *   encoder and one `queue.submit` (encode.ts). No timers, no polling loops. A stream blocked on a
+ *   host condition never delays another stream's ready work.
+ * - Completion and host functions: complete.ts.
+ * - Isolation: an op whose validity the call could not fully check goes in a submit of its own,
+ *   and what depends on it waits for that submit's validation, so WebGPU rejecting it fails that
+ *   op and its dependents only.
+ */
+import { AbortError, AggregateStreamError, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
+import type { DeviceBuffer } from '../memory.js';
+import { NONE, Op, OpTimes, StreamQueue, addDep, withItem, type Payload, type QueueOwner } from '../op.js';
+import type { Trace } from '../trace.js';
+import type { StagingPool } from '../transfer.js';
+import { Completer, inherit } from './complete.js';
+import { Encoder, type Batch } from './encode.js';
+import { StreamHeap } from './heap.js';
+import { deadlock } from './host.js';
+
+export interface SchedulerOptions {
+  maxSubmitsInFlight: number;
+  maxOpsPerSubmit: number;
+  timestampQuery: boolean;
+  traceGpu: boolean;
+}
+
+type Resolver = { resolve: () => void; reject: (e: unknown) => void };
+
+/** Op ids are unique across contexts (host functions are found by id; see host.ts). */
+let nextOpId = 1;
+
+export class Scheduler implements QueueOwner {
+  /** Live streams (destroyed ones are dropped once their work is done and reported). */
+  streams: StreamQueue[] = [];
+  /** Prune when the list reaches this length (doubling: amortized O(1) per stream). */
+  #pruneAt = 64;
+  /** Streams with ops not yet ordered. */
+  readonly #busy = new Set<StreamQueue>();
+  /** Streams to look at in the next flush (an enqueue, a dependency ordered or done). */
+  readonly #dirty = new Set<StreamQueue>();
+  /** Look at every busy stream in the next flush (a submit finished, a map or a pipeline resolved). */
+  #rescanAll = false;
+  #flushScheduled = false;
+  #flushing = false;
+  /** Set once the device is lost or the context destroyed: every wait rejects with it. */
+  #closed: StreamError | null = null;
+  /** Pipelines whose validation already wakes a flush. */
+  readonly #awaitedPipelines = new WeakSet<object>();
+  readonly #waiters = new Set<Resolver>();
+  readonly #encoder: Encoder;
+  readonly #completer: Completer;
+  readonly defaultQueue: StreamQueue;
+
+  constructor(
+    readonly device: GPUDevice,
+    readonly staging: StagingPool,
+    readonly options: SchedulerOptions,
+    readonly trace: Trace | null,
+    /** The context's label, for messages. */
+    readonly label: string,
+  ) {
+    this.#encoder = new Encoder(device, staging, { timestampQuery: options.timestampQuery, traceGpu: options.traceGpu, labels: trace !== null });
+    this.#completer = new Completer(this, this.#encoder);
+    this.defaultQueue = this.createQueue('default', 0, false, true);
+  }
+
+  /** The device-loss or destroy error once no more work can run, else null. */
+  get closed(): StreamError | null {
+    return this.#closed;
+  }
+
+  get submitsInFlight(): number {
+    return this.#completer.inFlight;
+  }
+
+  /** Converts a GPU timestamp (ns) to the host's performance.now() clock (ms), estimated. */
+  gpuToHostMs(ns: bigint): number | null {
+    return this.#completer.gpuToHostMs(ns);
+  }
+
+  createQueue(label: string, priority: number, nonBlocking: boolean, isDefault = false): StreamQueue {
+    const q = new StreamQueue(this, label, priority, nonBlocking, isDefault);
+    this.streams.push(q);
+    if (this.streams.length >= this.#pruneAt) {
+      this.prune();
+      this.#pruneAt = Math.max(64, 2 * this.streams.length);
+    }
+    return q;
+  }
+
+  /** Forgets destroyed streams whose work is done and whose failures were reported. */
+  prune(): void {
+    this.streams = this.streams.filter((q) => !(q.destroyed && q.active === 0 && q.waiting === 0 && !q.failures.some((f) => f.last > q.reportedCtx)));
+  }
+
+  // ---------------------------------------------------------------- enqueue
+
+  /**
+   * Adds an op to a stream. `extraDeps` are cross-stream dependencies (events, waitStream), of
+   * this context or another. Never blocks; schedules a flush on a microtask. `eager`: order it
+   * now when it can run (a pageable upload's piece, so the GPU copies it while the next is staged).
+   */
+  enqueue(q: StreamQueue, payload: Payload, extraDeps: readonly (Op | null | undefined)[], buffers: DeviceBuffer[], callSite: Error | undefined, subject: string, target = '', isolated = false, eager = false): Op {
+    // Exact-size arrays, built without a closure: queued ops live until they complete, so each
+    // byte per op is copied by every young-generation GC while they wait.
+    let deps: Op[] = addDep(NONE, q.tail);
+    for (const d of extraDeps) deps = addDep(deps, d);
+    // CUDA legacy default stream: it waits for all blocking streams, and they wait for it. A
+    // failed tail counts even when done, as event and waitStream edges do (addDep skips the rest).
+    if (q.isDefault) {
+      for (const s of this.streams) if (!s.isDefault && !s.nonBlocking) deps = addDep(deps, s.tail);
+    } else if (!q.nonBlocking) deps = addDep(deps, this.defaultQueue.tail);
+    const op = new Op(nextOpId++, q, payload, deps, buffers, callSite, subject, target);
+    op.isolated = isolated;
+    if (this.trace) op.times = new OpTimes(performance.now());
+    for (const d of deps) if (!d.done) d.dependents = withItem(d.dependents ?? NONE, op);
+    for (const b of buffers) b.retain();
+    if (op.kind === 'hostFn') q.hostFnsUndone++;
+    const pinned = op.pinned;
+    if (pinned) {
+      pinned.claim(op);
+      // Hand the mapping back now, not at the flush, when nothing can use the views before this op
+      // runs: it is the buffer's only claimant and no host function of its stream is undone. Each
+      // attached mapped range counts as V8 external memory (docs/PERFORMANCE.md). Otherwise a host
+      // function ahead may fill it; views handed out before now must not: they detach, and the
+      // stream's host functions wait for the re-map.
+      if (pinned.claims === 1 && q.hostFnsUndone === 0) pinned.unmapForGpu();
+      else if (pinned.hasViews && pinned.state === 'mapped') {
+        q.remaps++;
+        const remapped = (): void => {
+          q.remaps--;
+          this.scheduleFlush(true);
+        };
+        pinned.detachViews().then(remapped, remapped);
+      }
+    }
+    q.pending.push(op);
+    q.tail = op;
+    q.lastId = op.id;
+    q.active++;
+    this.#busy.add(q);
+    this.#dirty.add(q);
+    if (eager) this.flush();
+    else this.scheduleFlush();
+    return op;
+  }
+
+  /** Flushes on a microtask; `all`: look at every busy stream, not only those something happened to. */
+  scheduleFlush(all = false): void {
+    if (all) this.#rescanAll = true;
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    queueMicrotask(() => {
+      this.#flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  /** Stream `q` may be able to go on (something it waits for was ordered or completed). */
+  wake(q: StreamQueue): void {
+    this.#dirty.add(q);
+    this.scheduleFlush();
+  }
+
+  tryComplete(op: Op): void {
+    this.#completer.tryComplete(op);
+  }
+
+  // ---------------------------------------------------------------- flush
+
+  /** Orders every ready op: one command encoder and one submit for all ready GPU work. */
+  flush(): void {
+    if (this.#flushing || this.#closed) return;
+    this.#flushing = true;
+    const completer = this.#completer;
+    const encoder = this.#encoder;
+    let batch: Batch | null = null;
+    try {
+      // Ready heads, best first: lower priority number, then older op. Ordering an op pushes the
+      // streams it made ready, so a chain of any length is ordered in one pass.
+      const heap = new StreamHeap();
+      const scan = this.#rescanAll ? this.#busy : this.#dirty;
+      this.#rescanAll = false;
+      for (const q of scan) {
+        const op = q.headOp;
+        if (!op) this.#busy.delete(q);
+        else if (!q.inHeap && this.#canOrder(op)) heap.push(q);
+      }
+      this.#dirty.clear();
+      let q: StreamQueue | undefined;
+      while ((q = heap.pop())) {
+        const op = q.headOp;
+        if (!op || !this.#canOrder(op)) continue;
+        if (op.isGpu && !op.error) {
+          // A new batch goes after the current one: submit it first. That submit starts mapping
+          // its pinned buffers back, and this op may use one: check again.
+          const alone = op.isolated;
+          if (batch && (alone || (!encoder.hasQueryRoom(batch) && encoder.wantsTimestamps(op)))) {
+            completer.submit(batch);
+            batch = null;
+            if (!this.#canOrder(op)) continue;
+          }
+          if (!batch) {
+            if (completer.inFlight >= this.options.maxSubmitsInFlight) continue; // the window is full: retried when a submit completes
+            batch = encoder.newBatch(alone);
+          }
+        }
+        q.shift();
+        this.#order(op, batch);
+        if (batch && (batch.isolated || batch.ops.length >= this.options.maxOpsPerSubmit)) {
+          completer.submit(batch);
+          if (batch.isolated) {
+            batch = null;
+            continue; // what follows it waits for its validation
+          }
+          batch = null;
+        }
+        const next = q.headOp;
+        if (next && this.#canOrder(next)) heap.push(q);
+        if (op.ordered) this.#wakeDependents(op, heap);
+      }
+    } finally {
+      this.#flushing = false;
+    }
+    if (batch) completer.submit(batch);
+    completer.runHostFns();
+  }
+
+  /** `op` was ordered: the streams waiting on it may go on (this context's onto `heap`). */
+  #wakeDependents(op: Op, heap: StreamHeap): void {
+    const ds = op.dependents;
+    if (!ds) return;
+    for (const d of ds) {
+      const dq = d.stream;
+      if (dq.owner !== this) dq.owner.wake(dq);
+      else if (!dq.inHeap && dq.headOp === d && this.#canOrder(d)) heap.push(dq);
+    }
+  }
+
+  /** May `op` take its place in the order now? Fails it when a dependency failed. */
+  #canOrder(op: Op): boolean {
+    const hostFn = op.kind === 'hostFn';
+    for (const d of op.deps) {
+      if (d.error) {
+        if (!op.error) op.error = inherit(op, d);
+        return true;
+      }
+      // Queue order covers a dependency on this device once it is ordered; another device's
+      // work (another context's queue) must have completed.
+      if (hostFn || d.stream.owner.device !== this.device ? !d.done : !d.ordered) return false;
+    }
+    if (op.error) return true;
+    if (hostFn) return op.stream.remaps === 0;
+    const pinned = op.pinned;
+    if (pinned && pinned.state === 'mapping') return false;
+    const p = op.payload;
+    if (p.kind === 'launch') {
+      const entry = p.pipeline;
+      if (!entry.ok) {
+        if (entry.error !== undefined) {
+          op.error = new GpuValidationError(`kernel '${p.kernel.label}' failed to compile or validate: ${entry.error}`, op.site());
+          return true;
+        }
+        if (!this.#awaitedPipelines.has(entry)) {
+          this.#awaitedPipelines.add(entry);
+          const wake = (): void => this.scheduleFlush(true);
+          entry.validated.then(wake, wake);
+        }
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Fixes `op`'s place: encodes GPU ops into `batch`, queues host functions, passes markers. */
+  #order(op: Op, batch: Batch | null): void {
+    const p = op.payload;
+    if (op.error || p.kind === 'wait' || (p.kind === 'record' && !p.timing)) {
+      // Skipped (a dependency failed) or a marker: ordered as soon as its dependencies are.
+      op.ordered = true;
+      if (op.error && op.pinned) op.pinned.unencoded--;
+      this.#completer.ownDone(op);
+    } else if (p.kind === 'hostFn') {
+      this.#completer.queueHostFn(op); // ordered when it finished
+    } else {
+      this.#encoder.encode(op, batch!);
+      // An isolated op is ordered once its submit validated (see Completer.submit).
+      op.ordered = !batch!.isolated;
+    }
+  }
+
+  // ---------------------------------------------------------------- waiting
+
+  /** Resolves when `op` is done (successfully or not). Flushes first. */
+  whenDone(op: Op, signal?: AbortSignal, what = `op '${op.kind}' #${op.id}`): Promise<void> {
+    if (op.done) return Promise.resolve();
+    if (this.#closed) return Promise.reject(this.#closed);
+    const stuck = deadlock([op], what);
+    if (stuck) return Promise.reject(stuck);
+    this.flush();
+    if (op.done) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const r: Resolver = { resolve, reject };
+      const onAbort = (): void => {
+        const ws = op.waiters;
+        if (ws) op.waiters = ws.filter((w) => w !== done);
+        this.#waiters.delete(r);
+        reject(new AbortError(`wait for op '${op.kind}' #${op.id} on stream '${op.stream.label}' was aborted`, { ...op.site(), cause: signal?.reason }));
+      };
+      const done = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+        this.#waiters.delete(r);
+        resolve();
+      };
+      if (signal) {
+        if (signal.aborted) return onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      (op.waiters ??= []).push(done);
+      this.#waiters.add(r);
+    });
+  }
+
+  /**
+   * Waits for everything enqueued on `q` so far; rejects with the first failure among that work
+   * not yet reported to a synchronize of this stream (`ctx.synchronize()` reports it too, and
+   * the stream keeps it for its own).
+   */
+  async synchronizeQueue(q: StreamQueue, signal?: AbortSignal): Promise<void> {
+    if (this.#closed) throw this.#closed;
+    const from = q.reportedStream;
+    const upTo = q.lastId;
+    const tail = q.tail;
+    q.waiting++;
+    try {
+      if (tail) await this.whenDone(tail, signal, `stream '${q.label}'.synchronize()`);
+    } finally {
+      q.waiting--;
+    }
+    if (this.#closed) throw this.#closed;
+    const err = failure(q, from, upTo);
+    if (upTo > q.reportedStream) q.reportedStream = upTo;
+    reported(q, err);
+    if (err) throw err;
+  }
+
+  /**
+   * Waits for every stream; rejects with the failures among that work not yet reported to a
+   * context synchronize: one stream's failure as it is, several as an AggregateStreamError.
+   */
+  async synchronizeAll(signal?: AbortSignal): Promise<void> {
+    if (this.#closed) throw this.#closed;
+    const marks = this.streams.map((q) => ({ q, from: q.reportedCtx, upTo: q.lastId }));
+    const tails: Op[] = [];
+    for (const q of this.streams) if (q.tail && !q.tail.done) tails.push(q.tail);
+    const stuck = deadlock(tails, `context '${this.label}'.synchronize()`);
+    if (stuck) throw stuck;
+    for (const m of marks) m.q.waiting++;
+    try {
+      await Promise.all(tails.map((t) => this.whenDone(t, signal)));
+    } finally {
+      for (const m of marks) m.q.waiting--;
+    }
+    if (this.#closed) throw this.#closed;
+    const errors: StreamError[] = [];
+    for (const { q, from, upTo } of marks) {
+      const err = failure(q, from, upTo);
+      if (upTo > q.reportedCtx) q.reportedCtx = upTo;
+      reported(q, err);
+      if (err) errors.push(err);
+    }
+    this.prune();
+    if (errors.length === 1) throw errors[0];
+    if (errors.length > 1) throw new AggregateStreamError(errors, { op: 'synchronize', context: this.label });
+  }
+
+  /** Device lost: every pending op fails and every wait rejects; nothing hangs. */
+  deviceLost(reason: string, message: string): void {
+    if (this.#closed) return;
+    this.close(new DeviceLostError(`the GPU device was lost (${reason}): ${message || 'no message'}`, { context: this.label }));
+  }
+
+  /** No more work runs (device lost, context destroyed): pending ops fail with `err`, waits reject with it. */
+  close(err: StreamError): void {
+    if (this.#closed) return;
+    this.#closed = err;
+    const completer = this.#completer;
+    const all: Op[] = [];
+    for (const q of this.streams) {
+      for (let i = q.head; i < q.pending.length; i++) {
+        const op = q.pending[i];
+        if (!op) continue;
+        if (op.pinned) op.pinned.unencoded--;
+        all.push(op);
+      }
+      q.pending = [];
+      q.head = 0;
+    }
+    all.push(...completer.takeQueuedHostFns(), ...completer.runningHost);
+    for (const b of completer.inFlightBatches) all.push(...b.ops);
+    completer.inFlightBatches.clear();
+    for (const op of all) completer.fail(op, err);
+    for (const r of this.#waiters) r.reject(err);
+    this.#waiters.clear();
+  }
+
+  destroy(): void {
+    this.#encoder.destroy();
+  }
+}
+
+/** The first failure of `q` among ops `from` < id <= `upTo`, if any. */
+function failure(q: StreamQueue, from: number, upTo: number): StreamError | undefined {
+  for (const f of q.failures) if (f.last > from && f.first <= upTo) return f.error;
+  return undefined;
+}
+
+/**
+ * After a report: work enqueued from now on no longer inherits a reported failure, and runs every
+ * kind of waiter has seen are forgotten (once no older waiter may still look at them).
+ */
+function reported(q: StreamQueue, err: StreamError | undefined): void {
+  if (err && q.tail?.done && q.tail.error) q.tail = null;
+  if (q.waiting > 0 || q.failures.length === 0) return;
+  const firstForStream = q.failures.find((f) => f.last > q.reportedStream);
+  q.failures = q.failures.filter((f) => f === firstForStream || f.last > q.reportedCtx);
+}
