@@ -7,10 +7,6 @@ const CLI_ENTRIES: Record<string, string> = {
   'bench-node': 'bench/node.ts',
   'bench-headless': 'bench/headless.ts',
   'bench-perf': 'bench/perf-node.ts',
-  'diag-host': 'bench/diag-host.ts',
-  'diag-latency': 'bench/diag-latency.ts',
-  'diag-contention': 'bench/diag-contention.ts',
-  'diag-staging': 'bench/diag-staging.ts',
   'soak': 'bench/soak.ts',
 };
 
@@ -46,8 +42,7 @@ export default defineConfig(({ mode }) => {
   // `--mode cli-<name>` builds dist/cli/<name>.mjs from CLI_ENTRIES[name].
   if (mode.startsWith('cli-')) {
     const name = mode.slice(4);
-    // `--mode cli-adhoc` with CLI_ENTRY=path bundles any script the same way (diagnostics).
-    const entry = name === 'adhoc' ? process.env['CLI_ENTRY'] : CLI_ENTRIES[name];
+    const entry = CLI_ENTRIES[name];
     if (!entry) throw new Error(`vite.config.ts: unknown CLI '${name}'; known: ${Object.keys(CLI_ENTRIES).join(', ')}`);
     return {
       resolve: { alias },
@@ -58,7 +53,7 @@ export default defineConfig(({ mode }) => {
         minify: false,
         ssr: true,
         rollupOptions: {
-          input: { [name === 'adhoc' ? (entry ?? 'adhoc').replace(/^.*\//, '').replace(/\.ts$/, '') : name]: entry! },
+          input: { [name]: entry },
           external: ['webgpu', 'puppeteer-core', /^node:/],
           output: { entryFileNames: '[name].mjs', format: 'es' },
         },
