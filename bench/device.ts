@@ -2,7 +2,7 @@
  * What ran the benchmark: adapter identity, whether it is a software rasterizer, and the runtime.
  */
 import type { DeviceReport } from './schema';
-import type { Context } from '../src/index';
+import type { Context } from 'webgpu-streams';
 
 /** True when the adapter is SwiftShader (Chromium's CPU implementation of Vulkan/WebGPU). */
 export function isSoftwareAdapter(info: {

@@ -10,7 +10,7 @@
  * the table and verdicts, writes `<out>/<date>-<adapter>-node.json` and `...-trace.json`, and exits
  * 1 when a scenario fails its check (2 on bad usage).
  */
-import { createNodeContext } from '../src/node';
+import { createNodeContext } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
 import { deviceReport } from './device';
 import { describeDevice, formatReport, isSoftwareDevice, runPassed, validateSuiteResult, SOFTWARE_WARNING } from './report';

@@ -16,7 +16,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createNodeContext } from '../src/node';
+import { createNodeContext } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { HeapProbe } from './perf/common';

@@ -10,7 +10,7 @@
  * const result = await runPerf(ctx, { quick: true, createContext: (o) => createNodeContext(o) });
  * for (const m of result.metrics) console.log(m.id, m.value, m.target, m.pass ? 'PASS' : 'FALL SHORT');
  */
-import type { Context } from '../src/index';
+import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
 import type { DeviceReport, Progress } from './schema';
 import { deviceLine, num, seedOf, type ContextFactory, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';

@@ -35,6 +35,7 @@ import { workgroupsFor, type Context, type ContextOptions, type DeviceBuffer, ty
 import { createNodeContext } from 'webgpu-streams/node';
 import { firstMismatch, randomSeed, rng, vectorAddRef } from './reference';
 import { chooseVulkanDriver } from './vulkan';
+import { benchKernels } from './kernels/index';
 
 const KiB = 1024;
 const MiB = 1024 * 1024;
@@ -289,7 +290,7 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   const shared = Array.from({ length: SHARED_PINNED }, (_, i) => ctx.allocHost(PINNED, 'upload', { label: `soak.shared${i}` }));
   let nextShared = 0;
   const vectorAdd = ctx.kernels.vectorAdd;
-  const sleep = ctx.kernels.sleep;
+  const sleep = benchKernels(ctx).sleep;
   const vecGroups = workgroupsFor(VEC, 256);
   const sleepGroups = workgroupsFor(SLEEP_N, 64);
 

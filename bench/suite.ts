@@ -3,7 +3,7 @@
  * runner and the Node runner all call {@link runSuite}; none of them copies a scenario.
  */
 import type { Progress, ScenarioResult, SuiteResult } from './schema';
-import type { Context } from '../src/index';
+import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
 import type { Scenario, ScenarioOptions } from './scenarios/common';
 import { overlapProbe } from './scenarios/overlap-probe';

@@ -12,9 +12,9 @@ import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
-import { Stream, type StreamHost, type SyncOptions } from './stream.js';
+import { Stream, type StreamHost } from './stream.js';
 import { Trace } from './trace.js';
-import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue, syncSignal } from './validate.js';
+import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
  * Priorities run from -5 (highest) to 0 (lowest, the default), as `cudaDeviceGetStreamPriorityRange`.
@@ -24,6 +24,14 @@ export const PRIORITY_RANGE = { greatest: -5, least: 0 } as const;
 
 /** Contexts made so far, for default labels (`ctx#1`, `ctx#2`, ...). */
 let contexts = 0;
+
+/** A context's scheduler and staging pool: not public API; tests reach them through {@link contextInternals}. */
+const internals = new WeakMap<Context, { scheduler: Scheduler; staging: StagingPool }>();
+
+/** @internal for tests only (not exported by the package): a context's scheduler and staging pool. */
+export function contextInternals(ctx: Context): { scheduler: Scheduler; staging: StagingPool } {
+  return internals.get(ctx)!;
+}
 
 export interface ContextOptions {
   /** Use this device (it is never destroyed by us). @default request one from `gpu` */
@@ -176,10 +184,6 @@ function readInfo(i: GPUAdapterInfo | undefined): AdapterInfo {
 export interface BuiltinKernels {
   /** out[i] = a[i] + b[i]; bindings (a, b, out); workgroup 256. */
   readonly vectorAdd: Kernel;
-  /** A dependent integer loop of `iterations` steps per element: a calibratable GPU "sleep". */
-  readonly sleep: Kernel;
-  /** A compute-heavy f32 loop of `iterations` steps per element; bindings (input, out). */
-  readonly computeIntensive: Kernel;
 }
 
 export class Context {
@@ -195,10 +199,8 @@ export class Context {
   /** Trace spans, when the context was created with `trace`. */
   readonly trace: Trace;
   readonly defaultStream: Stream;
-  /** @internal */
-  readonly scheduler: Scheduler;
-  /** @internal */
-  readonly staging: StagingPool;
+  readonly #scheduler: Scheduler;
+  readonly #staging: StagingPool;
   readonly #owned: boolean;
   readonly #keepAlive: unknown;
   #destroyed = false;
@@ -226,12 +228,13 @@ export class Context {
     this.limits = device.limits;
     this.trace = new Trace();
     if (traceLimit !== undefined) this.trace.limit = traceLimit;
-    this.staging = new StagingPool(device, this.memory, stagingPoolBytes);
-    this.scheduler = new Scheduler(device, this.staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null, label);
-    const scheduler = this.scheduler;
+    this.#staging = new StagingPool(device, this.memory, stagingPoolBytes);
+    this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null, label);
+    const scheduler = this.#scheduler;
+    internals.set(this, { scheduler, staging: this.#staging });
     this.#host = {
       scheduler,
-      staging: this.staging,
+      staging: this.#staging,
       device,
       label,
       captureStacks,
@@ -255,9 +258,9 @@ export class Context {
         if (err) throw err;
       },
     };
-    this.defaultStream = new Stream(this.#host, this.scheduler.defaultQueue);
+    this.defaultStream = new Stream(this.#host, this.#scheduler.defaultQueue);
     this.lost = device.lost.then((info) => {
-      this.scheduler.deviceLost(info.reason, info.message);
+      this.#scheduler.deviceLost(info.reason, info.message);
       return { reason: info.reason, message: info.message };
     });
   }
@@ -276,7 +279,7 @@ export class Context {
     const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
     const label = o.label === undefined ? `stream#${++this.#streams}` : expectString('label', o.label, site);
-    return new Stream(this.#host, this.scheduler.createQueue(label, priority, nonBlocking));
+    return new Stream(this.#host, this.#scheduler.createQueue(label, priority, nonBlocking));
   }
 
   /** A new event; `timing: true` for `elapsedTime`. */
@@ -289,7 +292,7 @@ export class Context {
     const label = o.label === undefined ? `event#${++this.#events}` : expectString('label', o.label, site);
     return new GpuEvent(
       {
-        scheduler: this.scheduler,
+        scheduler: this.#scheduler,
         timestampQuery: this.features.timestampQuery,
         defaultStream: this.defaultStream,
         checkAlive: (op: string) => this.#checkAlive(op),
@@ -345,19 +348,13 @@ export class Context {
       get vectorAdd() {
         return get('vectorAdd');
       },
-      get sleep() {
-        return get('sleep');
-      },
-      get computeIntensive() {
-        return get('computeIntensive');
-      },
     };
   }
 
   /** Encodes and submits all ready work now (it also happens by itself on a microtask). */
   flush(): void {
     this.#checkAlive('flush');
-    this.scheduler.flush();
+    this.#scheduler.flush();
   }
 
   /**
@@ -369,7 +366,7 @@ export class Context {
     try {
       const signal = syncSignal(options, { op: 'synchronize', context: this.label });
       this.#checkAlive('synchronize');
-      return this.scheduler.synchronizeAll(signal);
+      return this.#scheduler.synchronizeAll(signal);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -390,10 +387,10 @@ export class Context {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    const busy = this.scheduler.submitsInFlight > 0;
-    this.scheduler.close(new DestroyedError('destroyed by ctx.destroy() before this work completed', { context: this.label }));
-    this.staging.destroy();
-    this.scheduler.destroy();
+    const busy = this.#scheduler.submitsInFlight > 0;
+    this.#scheduler.close(new DestroyedError('destroyed by ctx.destroy() before this work completed', { context: this.label }));
+    this.#staging.destroy();
+    this.#scheduler.destroy();
     if (this.#owned) {
       const device = this.device;
       const keepAlive = this.#keepAlive;
@@ -415,7 +412,7 @@ export class Context {
 
   #checkAlive(op: string, stream?: string): void {
     if (this.#destroyed) throw new DestroyedError('the context was destroyed; create a new one with createContext()', { op, context: this.label, ...(stream !== undefined ? { stream } : {}) });
-    const closed = this.scheduler.closed;
+    const closed = this.#scheduler.closed;
     if (closed) throw closed;
   }
 }

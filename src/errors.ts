@@ -52,14 +52,9 @@ export class StreamError extends Error {
   }
 }
 
-/** A bad argument or option: wrong type, out of range, unaligned. Thrown at the call. */
+/** A bad argument or option: wrong type, out of range, unaligned, kernel bindings that do not fit the kernel. Thrown at the call. */
 export class InvalidArgumentError extends StreamError {
   override name = 'InvalidArgumentError';
-}
-
-/** Kernel bindings that do not match the kernel: wrong count, usage or a too-small buffer. */
-export class KernelBindingError extends StreamError {
-  override name = 'KernelBindingError';
 }
 
 /** Use of a stream, buffer, event or context after `destroy()`. */

@@ -7,14 +7,19 @@ import { EventNotReadyError, EventTimingError, InvalidArgumentError } from './er
 import type { Op } from './op.js';
 import { StreamQueue } from './op.js';
 import type { Scheduler } from './scheduler/scheduler.js';
-import type { Stream, SyncOptions } from './stream.js';
-import { showValue, syncSignal } from './validate.js';
+import { showValue, syncSignal, type SyncOptions } from './validate.js';
+
+/** What an event is recorded on: a `Stream` of its context. */
+export interface EventRecorder {
+  readonly queue: StreamQueue;
+  record(event: GpuEvent): number;
+}
 
 /** @internal what an event needs from its context */
 export interface EventHost {
   readonly scheduler: Scheduler;
   readonly timestampQuery: boolean;
-  readonly defaultStream: Stream;
+  readonly defaultStream: EventRecorder;
   checkAlive(op: string): void;
 }
 
@@ -44,8 +49,8 @@ export class GpuEvent {
     return this.#host.scheduler;
   }
 
-  /** Records the event on `stream`, a stream of its own context (default: the context's default stream) (`cudaEventRecord`). */
-  record(stream: Stream = this.#host.defaultStream): number {
+  /** Records the event on `stream`, a `Stream` of its own context (default: the context's default stream) (`cudaEventRecord`). */
+  record(stream: EventRecorder = this.#host.defaultStream): number {
     const queue = (stream as { queue?: unknown } | null)?.queue;
     if (!(queue instanceof StreamQueue)) {
       throw new InvalidArgumentError(`Expected \`stream\` to be a Stream (ctx.createStream()), got ${showValue(stream)}`, { op: 'record', context: this.owner.label });

@@ -4,18 +4,14 @@
  * device and per set of override constants; compilation errors are caught in an error scope so a
  * bad kernel fails its own launches and no other stream's work.
  */
-import { KernelBindingError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { ShaderStage } from './gpu-constants.js';
 import { expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
-import sleepWgsl from '../shaders/sleep.wgsl?raw';
-import computeIntensiveWgsl from '../shaders/compute_intensive.wgsl?raw';
 
 /** WGSL sources of the built-in kernels (shaders/). */
 export const builtinShaders = {
   vectorAdd: vectorAddWgsl,
-  sleep: sleepWgsl,
-  computeIntensive: computeIntensiveWgsl,
 } as const;
 
 /** One `@group(0) @binding(n)` resource of a kernel, read from its WGSL. */
@@ -600,7 +596,7 @@ export class Kernel {
       if (!Object.hasOwn(constants, k)) continue;
       const v = (constants as Record<string, unknown>)[k];
       if (!this.overrides.includes(k)) {
-        throw new KernelBindingError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((o) => `\`${o}\``).join(', ') : 'none'}`, site);
+        throw new InvalidArgumentError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((o) => `\`${o}\``).join(', ') : 'none'}`, site);
       }
       if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidArgumentError(`Expected override \`${k}\` to be a finite number, got \`${String(v)}\``, site);
     }

@@ -4,7 +4,7 @@
  * the default stream's legacy semantics. A stream is host-side: WebGPU has one queue per device, and
  * the scheduler merges every stream into it (see scheduler.ts).
  */
-import { captureSite, DestroyedError, InvalidArgumentError, KernelBindingError, type ErrorSite } from './errors.js';
+import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { GpuEvent } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
@@ -13,7 +13,7 @@ import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
-import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal } from './validate.js';
+import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
  * A buffer a kernel can bind or a transfer can use: one of ours, or a raw `GPUBuffer` (not tracked:
@@ -38,11 +38,6 @@ export interface CopyOptions {
   dstOffset?: number;
   /** @default what fits: min(src size - srcOffset, dst size - dstOffset) */
   size?: number;
-}
-
-export interface SyncOptions {
-  /** Stops waiting (rejects with AbortError); the work itself still runs. */
-  signal?: AbortSignal;
 }
 
 /** @internal what a stream needs from its context */
@@ -149,9 +144,9 @@ export class Stream {
     if (!(kernel instanceof Kernel)) throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
     if (kernel.device !== this.#host.device) throw new InvalidArgumentError(`kernel '${kernel.label}' was made on another GPUDevice; make it with this stream's context (ctx.kernel())`, site);
     const bindings = opts.bindings as readonly Bindable[] | undefined;
-    if (!Array.isArray(bindings)) throw new KernelBindingError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} buffers, got ${showValue(bindings)}`, site);
+    if (!Array.isArray(bindings)) throw new InvalidArgumentError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} buffers, got ${showValue(bindings)}`, site);
     if (bindings.length !== kernel.bindingCount) {
-      throw new KernelBindingError(`kernel '${kernel.label}' takes ${kernel.bindingCount} bindings (${kernel.bindings.map((b) => b.name).join(', ')}), got ${bindings.length}`, site);
+      throw new InvalidArgumentError(`kernel '${kernel.label}' takes ${kernel.bindingCount} bindings (${kernel.bindings.map((b) => b.name).join(', ')}), got ${bindings.length}`, site);
     }
     // Exact-size arrays (they live as long as the op): a push onto `[]` reserves 17 slots.
     const gpuBuffers = new Array<GPUBuffer>(bindings.length);
@@ -170,17 +165,17 @@ export class Stream {
       if (b instanceof DeviceBuffer) tracked[ours++] = b;
       const uniform = info.kind === 'uniform';
       if ((buffer.usage & (uniform ? BufferUsage.UNIFORM : BufferUsage.STORAGE)) === 0) {
-        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${uniform ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
+        throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${uniform ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
       }
       if (buffer.size < info.minBytes) {
-        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs at least ${info.minBytes} bytes; '${label}' has ${buffer.size}`, site);
+        throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs at least ${info.minBytes} bytes; '${label}' has ${buffer.size}`, site);
       }
       if (buffer.size % 4 !== 0 && !uniform) {
-        throw new KernelBindingError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
+        throw new InvalidArgumentError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
       }
       const max = uniform ? limits.maxUniformBufferBindingSize : limits.maxStorageBufferBindingSize;
       if (buffer.size > max) {
-        throw new KernelBindingError(`binding ${i} '${info.name}' of kernel '${kernel.label}': '${label}' is ${buffer.size} bytes, above the device's ${uniform ? 'maxUniformBufferBindingSize' : 'maxStorageBufferBindingSize'} (${max})`, site);
+        throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}': '${label}' is ${buffer.size} bytes, above the device's ${uniform ? 'maxUniformBufferBindingSize' : 'maxStorageBufferBindingSize'} (${max})`, site);
       }
       if (info.exact === false) isolated = true;
       gpuBuffers[i] = buffer;
@@ -189,7 +184,7 @@ export class Stream {
     for (let i = 0; i < gpuBuffers.length; i++) {
       for (let j = i + 1; j < gpuBuffers.length; j++) {
         if (gpuBuffers[i] === gpuBuffers[j] && (kernel.bindings[i]!.kind === 'storage' || kernel.bindings[j]!.kind === 'storage')) {
-          throw new KernelBindingError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same buffer and one is read_write; WebGPU forbids that aliasing: use a separate output buffer`, site);
+          throw new InvalidArgumentError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same buffer and one is read_write; WebGPU forbids that aliasing: use a separate output buffer`, site);
         }
       }
     }

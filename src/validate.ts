@@ -58,6 +58,11 @@ export function expectAligned(name: string, value: number, alignment: number, si
   return value;
 }
 
+export interface SyncOptions {
+  /** Stops waiting (rejects with AbortError); the work itself still runs. */
+  signal?: AbortSignal;
+}
+
 /** Checks a `{ signal? }` options object (`synchronize()`); returns the signal. */
 export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | undefined {
   const o = expectObject('options', options, site);

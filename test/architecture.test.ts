@@ -1,32 +1,45 @@
 /**
- * Structure checks (STYLE.md): no circular imports in src/, internal files never import the barrel
- * (src/index.ts), data flows one way (src/ never imports bench/ or test/), and the shaders are
- * loaded from shaders/*.wgsl, not pasted into strings.
+ * Structure checks (STYLE.md): no two modules of src/ import each other, not even for types; internal
+ * files never import the barrel (src/index.ts); data flows one way (src/ never imports bench/ or
+ * test/; bench/ imports the library only as 'webgpu-streams'); WGSL is loaded from .wgsl files;
+ * measurements and commit hashes live in bench/README.md or docs/PERFORMANCE.md, not in src/.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, resolve, dirname } from 'node:path';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { reflectWgsl } from '../src/kernels.js';
 
-const src = resolve(import.meta.dirname, '../src');
-const files = readdirSync(src).filter((f) => f.endsWith('.ts'));
+const root = resolve(import.meta.dirname, '..');
+const src = join(root, 'src');
 
-/** Runtime imports (type-only imports cannot form a cycle at run time, but we count them too). */
+/** Every .ts file under `dir`, as paths relative to the repository root. */
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    if (statSync(p).isDirectory()) return f === 'results' || f === 'node_modules' ? [] : tsFiles(p);
+    return f.endsWith('.ts') ? [relative(root, p)] : [];
+  });
+}
+
+/** The specifiers a file imports or re-exports, type-only imports included. */
 function imports(file: string): string[] {
-  const code = readFileSync(join(src, file), 'utf8');
+  const code = readFileSync(join(root, file), 'utf8');
   return [...code.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'/gm)].map((m) => m[1]!);
 }
 
+/** The src/ files `file` imports. */
 function localTargets(file: string): string[] {
   return imports(file)
     .filter((s) => s.startsWith('.'))
-    .map((s) => resolve(dirname(join(src, file)), s).replace(/\.js$/, '.ts'))
-    .filter((p) => p.startsWith(src + '/'))
-    .map((p) => p.slice(src.length + 1));
+    .map((s) => relative(root, resolve(dirname(join(root, file)), s)).replace(/\.js$/, '.ts'))
+    .filter((p) => p.startsWith('src/') && p.endsWith('.ts'));
 }
 
+const srcFiles = tsFiles(src);
+
 describe('src/ structure', () => {
-  it('has no circular imports', () => {
-    const graph = new Map(files.map((f) => [f, localTargets(f).filter((t) => t !== 'index.ts')]));
+  it('has no import cycle, type-only imports included', () => {
+    const graph = new Map(srcFiles.map((f) => [f, localTargets(f).filter((t) => t !== 'src/index.ts')]));
     const cycles: string[] = [];
     const state = new Map<string, 'visiting' | 'done'>();
     const visit = (f: string, path: string[]): void => {
@@ -39,38 +52,40 @@ describe('src/ structure', () => {
       for (const t of graph.get(f) ?? []) visit(t, [...path, f]);
       state.set(f, 'done');
     };
-    for (const f of files) visit(f, []);
-    // Type-only cycles are harmless at run time; report only cycles of value imports.
-    const valueCycles = cycles.filter((c) => {
-      const hops = c.split(' -> ');
-      return hops.slice(0, -1).every((from, i) => {
-        const to = hops[i + 1]!;
-        const code = readFileSync(join(src, from), 'utf8');
-        const re = new RegExp(`^\\s*import\\s+(?!type\\b)[^'"]*from\\s+'\\./${to.replace('.ts', '')}\\.js'`, 'm');
-        return re.test(code);
-      });
-    });
-    expect(valueCycles).toEqual([]);
+    for (const f of srcFiles) visit(f, []);
+    expect(cycles).toEqual([]);
   });
 
   it('internal files never import the barrel; index.ts and node.ts only re-export', () => {
-    for (const f of files.filter((f) => f !== 'node.ts')) expect(localTargets(f), f).not.toContain('index.ts');
+    for (const f of srcFiles.filter((f) => f !== 'src/node.ts')) expect(localTargets(f), f).not.toContain('src/index.ts');
     const index = readFileSync(join(src, 'index.ts'), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
     for (const line of index.split('\n').filter((l) => l.trim())) expect(line).toMatch(/^\s*(export|\}|[A-Za-z]+,?$|\s)/);
   });
 
   it('never imports bench/ or test/ (data flows scenario -> stream -> scheduler -> GPUQueue)', () => {
-    for (const f of files) for (const i of imports(f)) expect(i, f).not.toMatch(/\/(bench|test)\//);
+    for (const f of srcFiles) for (const i of imports(f)) expect(i, f).not.toMatch(/\/(bench|test)\//);
   });
 
-  it('loads WGSL from shaders/ with ?raw imports', () => {
-    const kernels = readFileSync(join(src, 'kernels.ts'), 'utf8');
-    for (const s of ['vector_add', 'sleep', 'compute_intensive']) expect(kernels).toContain(`../shaders/${s}.wgsl?raw`);
-    for (const f of files) expect(readFileSync(join(src, f), 'utf8'), f).not.toMatch(/@compute\s+@workgroup_size/);
+  it('loads WGSL from .wgsl files with ?raw imports, never from strings', () => {
+    expect(readFileSync(join(src, 'kernels.ts'), 'utf8')).toContain('../shaders/vector_add.wgsl?raw');
+    for (const f of [...srcFiles, ...tsFiles(join(root, 'bench'))]) expect(readFileSync(join(root, f), 'utf8'), f).not.toMatch(/@compute\s+@workgroup_size/);
+  });
+
+  it('carries no measurements, device names or commit hashes in its comments', () => {
+    for (const f of srcFiles) {
+      const code = readFileSync(join(root, f), 'utf8');
+      expect(code, f).not.toMatch(/\b(H100|H200|A100|RTX|GB\/s)\b|[0-9a-f]{7,12} *(commit|run)|BENCHMARKS\.md/);
+    }
   });
 });
 
-import { reflectWgsl } from '../src/kernels.js';
+describe('bench/', () => {
+  it('imports the library only by its package name', () => {
+    for (const f of tsFiles(join(root, 'bench'))) {
+      for (const i of imports(f)) expect(i, `${f} imports ${i}`).not.toMatch(/(^|\/)src(\/|$)/);
+    }
+  });
+});
 
 describe('WGSL reflection', () => {
   it.each([

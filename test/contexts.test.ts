@@ -7,6 +7,7 @@ import { gpuContext, randomSeed, rng, firstMismatch } from './gpu.js';
 import { createContext, workgroupsFor, type Context } from '../src/index.js';
 import { createNodeContext } from '../src/node.js';
 import { sameDevice, twoDevices } from './fixtures/cross-context.js';
+import { benchKernels } from '../bench/kernels/index';
 
 type GpuCtx = Context & { errors: string[] };
 let a: GpuCtx;
@@ -155,7 +156,7 @@ describe('destroy', () => {
     s.upload(x, buf);
     // About a second of SwiftShader time per launch; a fast GPU finishes sooner, which only makes
     // the check below weaker, never wrong.
-    for (let i = 0; i < 4; i++) s.launch(d.kernels.sleep, { bindings: [buf], workgroups: workgroupsFor(n, 64), constants: { iterations: 4_000_000 } });
+    for (let i = 0; i < 4; i++) s.launch(benchKernels(d).sleep, { bindings: [buf], workgroups: workgroupsFor(n, 64), constants: { iterations: 4_000_000 } });
     d.flush();
     let gpuDone = false;
     void d.device.queue.onSubmittedWorkDone().then(() => (gpuDone = true));

@@ -17,8 +17,9 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext, randomSeed, rng, sleepRef, vectorAddRef } from './gpu.js';
-import { BufferUsage, createContext, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type Stream } from '../src/index.js';
+import { createContext, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type Stream } from '../src/index.js';
 import { CTX_VARIANTS, describeProgram, describeStep, generateProgram, programFamily, showOutcome, type CtxVariant, type ErrName, type Force, type Program, type Range, type ResSpec, type Step } from './fuzz-model.js';
+import { benchKernels } from '../bench/kernels/index';
 
 type GpuCtx = Context & { errors: string[] };
 
@@ -31,7 +32,7 @@ const FORCE: Force = parseVariant(process.env.FUZZ_VARIANT);
 /** A hang is a failure with a listing, not a bare test timeout. Not an ordering assertion: far above any real wait here. */
 const WATCHDOG_MS = 15_000;
 const PAD_SENTINEL = 0xdeadbeef;
-const RAW_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
+const RAW_USAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
 
 function parseVariant(v: string | undefined): Force {
   const force: Force = {};
@@ -287,7 +288,7 @@ async function runProgram(p: Program): Promise<string[]> {
           break;
         }
         case 'sleep':
-          streams[step.s]!.launch(ctxs[step.kc]!.kernels.sleep, { bindings: [G(step.buf)], workgroups: workgroupsFor(p.res[step.buf]!.words, 64), constants: { iterations: step.iterations } });
+          streams[step.s]!.launch(benchKernels(ctxs[step.kc]!).sleep, { bindings: [G(step.buf)], workgroups: workgroupsFor(p.res[step.buf]!.words, 64), constants: { iterations: step.iterations } });
           break;
         case 'record':
           if (p.streams[step.s]!.isDefault && i % 2 === 0) events[step.e]!.record(); // event.record() defaults to its context's default stream
@@ -485,7 +486,7 @@ describe('fuzz: targeted programs', () => {
     const x = ctx.alloc(n * 4, { label: 'x' }), y = ctx.alloc(n * 4, { label: 'y' }), z = ctx.alloc(n * 4, { label: 'z' });
     const pin = ctx.allocHost(n * 4, 'download', { label: 'out' });
     const seen: string[] = [];
-    const sleepK = ctx.kernels.sleep;
+    const sleepK = benchKernels(ctx).sleep;
     const wg = workgroupsFor(n, 64);
     // s1 (lowest priority): the slow head of the chain.
     s1.upload(x0, x);
@@ -538,7 +539,7 @@ describe('fuzz: targeted programs', () => {
       await g.promise;
       finished = true;
     });
-    blocked.launch(ctx.kernels.sleep, { bindings: [bufA], workgroups: workgroupsFor(n, 64), constants: { iterations: 17 } });
+    blocked.launch(benchKernels(ctx).sleep, { bindings: [bufA], workgroups: workgroupsFor(n, 64), constants: { iterations: 17 } });
     blocked.download(bufA, outA);
 
     // 50 ops on the free stream: uploads, adds, copies, a download and a hostFn.
@@ -598,18 +599,18 @@ describe('fuzz: targeted programs', () => {
     const wg = workgroupsFor(n, 64);
     // blocking1 writes X, then is held by a host gate.
     b1.upload(x0, X);
-    b1.launch(ctx.kernels.sleep, { bindings: [X], workgroups: wg, constants: { iterations: 256 } });
+    b1.launch(benchKernels(ctx).sleep, { bindings: [X], workgroups: wg, constants: { iterations: 256 } });
     b1.hostFn(() => g.promise);
-    b1.launch(ctx.kernels.sleep, { bindings: [X], workgroups: wg, constants: { iterations: 1 } });
+    b1.launch(benchKernels(ctx).sleep, { bindings: [X], workgroups: wg, constants: { iterations: 1 } });
     // The default stream reads X with no explicit sync: legacy semantics order it after blocking1.
     D.copy(X, Y);
     // blocking2 (high priority) reads Y with no explicit sync: ordered after the default stream.
     b2.copy(Y, Z);
-    b2.launch(ctx.kernels.sleep, { bindings: [Z], workgroups: wg, constants: { iterations: 17 } });
+    b2.launch(benchKernels(ctx).sleep, { bindings: [Z], workgroups: wg, constants: { iterations: 17 } });
     // The nonBlocking stream ignores the default stream: it finishes while the gate is closed.
     const w0 = r.u32Array(n);
     nb.upload(w0, W);
-    nb.launch(ctx.kernels.sleep, { bindings: [W], workgroups: wg, constants: { iterations: 17 } });
+    nb.launch(benchKernels(ctx).sleep, { bindings: [W], workgroups: wg, constants: { iterations: 17 } });
     const wOut = new Uint32Array(n);
     nb.download(W, wOut);
 
@@ -854,7 +855,7 @@ describe('fuzz: findings', () => {
     const foreign = ctxC.device.createBuffer({ size: 256, usage: RAW_USAGE, label: 'foreign' });
     const before = ctx.errors.length;
     try {
-      s.launch(ctx.kernels.sleep, { bindings: [foreign], workgroups: 1, constants: { iterations: 1 } });
+      s.launch(benchKernels(ctx).sleep, { bindings: [foreign], workgroups: 1, constants: { iterations: 1 } });
       expect(await outcome(s.synchronize())).toMatch(/^GpuValidationError/);
       await settle();
       expect(ctx.errors.splice(before)).toEqual([]);

@@ -4,10 +4,13 @@
  */
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { globals } from 'webgpu';
 import { createNodeContext, type Context, type ContextOptions } from '../src/node.js';
 
 const SWIFTSHADER = '/usr/lib/chromium/vk_swiftshader_icd.json';
 if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER)) process.env.VK_ICD_FILENAMES = SWIFTSHADER;
+// WebGPU's globals (GPUBufferUsage, GPUMapMode, ...), as in a browser, from the start of a test file.
+for (const [k, v] of Object.entries(globals as Record<string, unknown>)) if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
 
 /** A fresh context with an uncaptured-error trap; `errors` collects anything WebGPU reported. */
 export async function gpuContext(options: Omit<ContextOptions, 'gpu' | 'device' | 'keepAlive'> = {}): Promise<Context & { errors: string[] }> {

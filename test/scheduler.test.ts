@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { useGpuContext, randomSeed, rng, firstMismatch, sleepRef, vectorAddRef } from './gpu.js';
 import { workgroupsFor, type Context, type GpuEvent, type Stream } from '../src/index.js';
+import { benchKernels } from '../bench/kernels/index';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -27,7 +28,7 @@ describe('long dependency chains complete without recursion', () => {
     const s = ctx.createStream({ label: 'records' });
     const buf = ctx.alloc(1024);
     s.upload(x, buf);
-    s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: 4, constants: { iterations: 256 } });
+    s.launch(benchKernels(ctx).sleep, { bindings: [buf], workgroups: 4, constants: { iterations: 256 } });
     const events = Array.from({ length: 16 }, (_, i) => ctx.createEvent({ label: `r${i}` }));
     for (let i = 0; i < N; i++) s.record(events[i & 15]!);
     const out = new Uint32Array(256);
@@ -43,7 +44,7 @@ describe('long dependency chains complete without recursion', () => {
     const buf = ctx.alloc(1024);
     const first = ctx.createStream({ label: 'chain0', nonBlocking: true });
     first.upload(x, buf);
-    first.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: 4, constants: { iterations: 17 } });
+    first.launch(benchKernels(ctx).sleep, { bindings: [buf], workgroups: 4, constants: { iterations: 17 } });
     let e: GpuEvent = ctx.createEvent();
     first.record(e);
     let last: Stream = first;
@@ -69,7 +70,7 @@ describe('long dependency chains complete without recursion', () => {
     const a = ctx.createStream({ label: 'ping', nonBlocking: true });
     const b = ctx.createStream({ label: 'pong', nonBlocking: true });
     a.upload(x, buf);
-    a.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: 4, constants: { iterations: 17 } });
+    a.launch(benchKernels(ctx).sleep, { bindings: [buf], workgroups: 4, constants: { iterations: 17 } });
     for (let i = 0; i < N; i++) (i & 1 ? a : b).waitStream(i & 1 ? b : a);
     let count = 0;
     for (let i = 0; i < N / 10; i++) (i & 1 ? a : b).hostFn(() => void count++);

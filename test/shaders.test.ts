@@ -26,8 +26,8 @@ import {
   sleepStep,
   vectorAddRef,
 } from '../bench/reference';
-import computeIntensiveWgsl from '../shaders/compute_intensive.wgsl?raw';
-import sleepWgsl from '../shaders/sleep.wgsl?raw';
+import computeIntensiveWgsl from '../bench/kernels/compute_intensive.wgsl?raw';
+import sleepWgsl from '../bench/kernels/sleep.wgsl?raw';
 import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
 
 // ---------------------------------------------------------------------------------------------

@@ -11,8 +11,6 @@ import {
   type TraceSpan,
   StreamError,
   InvalidArgumentError,
-  calibrateSleep,
-  type SleepCalibration,
 } from '../src/index.js';
 import { createNodeContext } from '../src/node.js';
 
@@ -50,6 +48,5 @@ describe('public API types', () => {
     expectTypeOf<TraceSpan['kind']>().toEqualTypeOf<'upload' | 'download' | 'copy' | 'kernel' | 'host' | 'event' | 'wait' | 'fill' | 'read'>();
     expectTypeOf<InvalidArgumentError>().toMatchTypeOf<StreamError>();
     expectTypeOf<StreamError['stream']>().toEqualTypeOf<string | undefined>();
-    expectTypeOf(calibrateSleep).returns.resolves.toEqualTypeOf<SleepCalibration>();
   });
 });

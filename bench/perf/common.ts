@@ -3,7 +3,7 @@
  * shapes, the options every group takes, interleaved repeats, and small formatting helpers.
  * No DOM and no node: imports, so the page can run the same groups later.
  */
-import type { Context, ContextOptions } from '../../src/index';
+import type { Context, ContextOptions } from 'webgpu-streams';
 import type { Progress } from '../schema';
 import { measureInterleaved, median, type RunInfo } from '../stats';
 import type { Check } from '../scenarios/common';

@@ -3,7 +3,7 @@
  * number of streams the ops are spread over (1..64, fixed op count) and vs the number of ops
  * queued at once (fixed streams). Expect flat per-op cost: no superlinear growth.
  */
-import type { Context } from '../../src/index';
+import type { Context } from 'webgpu-streams';
 import type { Check } from '../scenarios/common';
 import { num, round, seedOf, verdictOf, type PerfGroup, type PerfGroupResult, type PerfOptions, type PerfTable } from './common';
 import { OpBench, type OpCost } from './ops';

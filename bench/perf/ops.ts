@@ -2,9 +2,8 @@
  * Host cost of the scheduler: many small ops (256-byte copies) enqueued over some streams,
  * flushed, completed; each phase per op in microseconds, and every copy checked.
  */
-import type { Context, DeviceBuffer, Stream } from '../../src/index';
+import type { Context, DeviceBuffer, Stream } from 'webgpu-streams';
 import type { Check } from '../scenarios/common';
-import { BufferUsage as Usage } from '../../src/index';
 import { median, randomBytes, type HeapProbe } from './common';
 
 export const OP_BYTES = 256;
@@ -161,7 +160,7 @@ export class OpBench {
 
   async readDst(bytes: number): Promise<Uint8Array> {
     const ctx = this.ctx;
-    const rb = ctx.device.createBuffer({ size: bytes, usage: Usage.MAP_READ | Usage.COPY_DST, label: 'ops.check' });
+    const rb = ctx.device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'ops.check' });
     try {
       await ctx.synchronize();
       const enc = ctx.device.createCommandEncoder();

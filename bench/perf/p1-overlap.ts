@@ -4,7 +4,7 @@
  * by the device's buffer limits and a time budget), host and GPU work balanced by the kernel's
  * iteration count. Also the growth table: pipeline time vs data size.
  */
-import type { Context, PinnedBuffer } from '../../src/index';
+import type { Context, PinnedBuffer } from 'webgpu-streams';
 import type { Check } from '../scenarios/common';
 import { checkBytes } from '../scenarios/common';
 import {

@@ -7,10 +7,9 @@
  * Every timed transfer is end to end: from the call until the data is usable where it went
  * (on the device after a completed submit; in a host view).
  */
-import type { Context, DeviceBuffer } from '../../src/index';
+import type { Context, DeviceBuffer } from 'webgpu-streams';
 import type { Check } from '../scenarios/common';
 import { checkBytes } from '../scenarios/common';
-import { BufferUsage as Usage, MapMode as MapFlag } from '../../src/index';
 import {
   MiB,
   gbps,
@@ -192,7 +191,7 @@ export const readbackGroup: PerfGroup = {
     const src = ctx.alloc(bytes, { label: 'p3.src' });
     ctx.queue.writeBuffer(src.buffer, 0, data);
     const pin = ctx.allocHost(bytes, 'download', { label: 'p3.pinned' });
-    const raw = ctx.device.createBuffer({ size: bytes, usage: Usage.MAP_READ | Usage.COPY_DST, label: 'p3.raw' });
+    const raw = ctx.device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'p3.raw' });
     const s = ctx.createStream({ label: 'p3', nonBlocking: true });
     const copyOut = new Uint8Array(bytes);
     copyOut.set(data); // first touch
@@ -219,7 +218,7 @@ export const readbackGroup: PerfGroup = {
             const enc = ctx.device.createCommandEncoder();
             enc.copyBufferToBuffer(src.buffer, 0, raw, 0, bytes);
             ctx.queue.submit([enc.finish()]);
-            await raw.mapAsync(MapFlag.READ);
+            await raw.mapAsync(GPUMapMode.READ);
             const view = new Uint8Array(raw.getMappedRange());
             const ms = performance.now() - t0;
             if (last) checks.push(checkBytes('raw copy + mapAsync view', view, data));
@@ -240,7 +239,7 @@ export const readbackGroup: PerfGroup = {
             const enc = ctx.device.createCommandEncoder();
             enc.copyBufferToBuffer(src.buffer, 0, raw, 0, bytes);
             ctx.queue.submit([enc.finish()]);
-            await raw.mapAsync(MapFlag.READ);
+            await raw.mapAsync(GPUMapMode.READ);
             copyOut.set(new Uint8Array(raw.getMappedRange()));
             raw.unmap();
             const ms = performance.now() - t0;

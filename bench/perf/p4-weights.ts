@@ -8,7 +8,7 @@
  * discrete GPU that write is the transfer) plus the GPU copy into the slot. Two pinned buffers,
  * two slots, a load stream and a compute stream, events both ways.
  */
-import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
+import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { checkBytes, grid } from '../scenarios/common';
@@ -27,6 +27,7 @@ import {
   type PerfGroupResult,
   type PerfOptions,
 } from './common';
+import { benchKernels } from '../kernels/index';
 
 interface Params {
   elements: number;
@@ -74,7 +75,7 @@ export const weightsGroup: PerfGroup = {
     const c0 = ctx.createEvent({ timing: true, label: 'compute t0' });
     const c1 = ctx.createEvent({ timing: true, label: 'compute t1' });
     const va = ctx.kernels.vectorAdd;
-    const ci = ctx.kernels.computeIntensive;
+    const ci = benchKernels(ctx).computeIntensive;
     const gAdd = grid(n, 'vectorAdd');
     const gCi = grid(n, 'computeIntensive');
     const checks: Check[] = [];

@@ -7,8 +7,8 @@
  *   `captureStacks: true` and, on a second context, `captureStacks: false`; the raw floor (one
  *   encoder, one submit) for comparison.
  */
-import type { Context, DeviceBuffer, Kernel, PinnedBuffer, Stream } from '../../src/index';
-import { createContext } from '../../src/index';
+import type { Context, DeviceBuffer, Kernel, PinnedBuffer, Stream } from 'webgpu-streams';
+import { createContext } from 'webgpu-streams';
 import { grid } from '../scenarios/common';
 import type { Check } from '../scenarios/common';
 import {
@@ -29,6 +29,7 @@ import {
 import { createNoopDevice, type NoopCommand } from './noop-device';
 import { OpBench, type OpCost } from './ops';
 import { balancePipeline, checkPipelineOutput, LibPipeline, makePlan, planText, RawPipeline, type ChunkPlan } from './pipeline';
+import { benchKernels } from '../kernels/index';
 
 interface Params {
   bytes: number;
@@ -241,7 +242,7 @@ class LibChunk {
     this.down = ctx.allocHost(cb, 'download', { label: `${label}.down` });
     this.din = ctx.alloc(cb, { label: `${label}.in` });
     this.dout = ctx.alloc(cb, { label: `${label}.out` });
-    this.#kernel = ctx.kernels.computeIntensive;
+    this.#kernel = benchKernels(ctx).computeIntensive;
   }
 
   /** Both pinned buffers back on the host. */

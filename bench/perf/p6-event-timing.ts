@@ -3,12 +3,10 @@
  * timestamp-query duration of the same kernel measured by hand (a compute pass with
  * `timestampWrites`, resolved and mapped), interleaved, timestamp quantization off.
  */
-import type { Context } from '../../src/index';
-import { builtinShaders, calibrateSleep } from '../../src/index';
+import type { Context } from 'webgpu-streams';
 import { sleepStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { grid } from '../scenarios/common';
-import { BufferUsage as Usage, MapMode as MapFlag } from '../../src/index';
 import {
   interleaved,
   median,
@@ -21,6 +19,8 @@ import {
   type PerfGroupResult,
   type PerfOptions,
 } from './common';
+import { benchKernels, wgsl } from '../kernels/index';
+import { calibrateSleep } from '../kernels/calibrate';
 
 interface Params {
   targetMs: number[];
@@ -60,11 +60,11 @@ export const eventTimingGroup: PerfGroup = {
     const initial = new Uint32Array(n);
     for (let i = 0; i < n; i++) initial[i] = (Math.imul(i + 1, 2654435761) ^ seed) >>> 0;
     const libData = ctx.alloc(n * 4, { label: 'p6.lib.data' });
-    const rawData = device.createBuffer({ size: n * 4, usage: Usage.STORAGE | Usage.COPY_DST | Usage.COPY_SRC, label: 'p6.raw.data' });
+    const rawData = device.createBuffer({ size: n * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC, label: 'p6.raw.data' });
     const querySet = device.createQuerySet({ type: 'timestamp', count: 2, label: 'p6.raw.queries' });
-    const resolve = device.createBuffer({ size: 16, usage: Usage.QUERY_RESOLVE | Usage.COPY_SRC, label: 'p6.raw.resolve' });
-    const readback = device.createBuffer({ size: 16, usage: Usage.MAP_READ | Usage.COPY_DST, label: 'p6.raw.readback' });
-    const module = device.createShaderModule({ code: builtinShaders.sleep, label: 'p6.raw.sleep' });
+    const resolve = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC, label: 'p6.raw.resolve' });
+    const readback = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'p6.raw.readback' });
+    const module = device.createShaderModule({ code: wgsl.sleep, label: 'p6.raw.sleep' });
     const stream = ctx.createStream({ label: 'p6', nonBlocking: true });
     const e0 = ctx.createEvent({ timing: true, label: 'p6.t0' });
     const e1 = ctx.createEvent({ timing: true, label: 'p6.t1' });
@@ -74,7 +74,7 @@ export const eventTimingGroup: PerfGroup = {
     try {
       for (const [ti, targetMs] of p.targetMs.entries()) {
         progress(`P6: calibrating a ${targetMs} ms sleep`, ti / p.targetMs.length);
-        const cal = await calibrateSleep(ctx, targetMs, { elements: n });
+        const cal = await calibrateSleep(ctx, { elements: n, targetMs, label: 'p6.calibrate' });
         const iterations = cal.iterations;
         const pipeline = await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants: { iterations } }, label: 'p6.raw.sleep' });
         const bind = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: rawData } }] });
@@ -87,7 +87,7 @@ export const eventTimingGroup: PerfGroup = {
           {
             lib: async () => {
               stream.record(e0);
-              stream.launch(ctx.kernels.sleep, { bindings: [libData], workgroups: [gx, gy], constants: { iterations } });
+              stream.launch(benchKernels(ctx).sleep, { bindings: [libData], workgroups: [gx, gy], constants: { iterations } });
               stream.record(e1);
               libLaunches++;
               await e1.synchronize();
@@ -104,7 +104,7 @@ export const eventTimingGroup: PerfGroup = {
               enc.copyBufferToBuffer(resolve, 0, readback, 0, 16);
               device.queue.submit([enc.finish()]);
               rawLaunches++;
-              await readback.mapAsync(MapFlag.READ);
+              await readback.mapAsync(GPUMapMode.READ);
               const t = new BigUint64Array(readback.getMappedRange().slice(0));
               readback.unmap();
               return Number(t[1]! - t[0]!) / 1e6;
@@ -114,11 +114,11 @@ export const eventTimingGroup: PerfGroup = {
         );
         // Both data buffers went through every launch: check them bit-exactly.
         const read = async (buf: GPUBuffer): Promise<Uint32Array> => {
-          const rb = device.createBuffer({ size: n * 4, usage: Usage.MAP_READ | Usage.COPY_DST });
+          const rb = device.createBuffer({ size: n * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
           const enc = device.createCommandEncoder();
           enc.copyBufferToBuffer(buf, 0, rb, 0, n * 4);
           device.queue.submit([enc.finish()]);
-          await rb.mapAsync(MapFlag.READ);
+          await rb.mapAsync(GPUMapMode.READ);
           const out = new Uint32Array(rb.getMappedRange().slice(0));
           rb.destroy();
           return out;

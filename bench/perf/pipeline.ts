@@ -12,14 +12,13 @@
  * - its two halves measured alone: host work (fill + read-out, no GPU) and GPU work (the same
  *   copies and kernels, no host work, timed with timing events where the device has timestamps).
  */
-import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
-import { builtinShaders } from '../../src/index';
+import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { grid } from '../scenarios/common';
-import { BufferUsage as Usage, MapMode as MapFlag } from '../../src/index';
 import { minOf, num, sampleIndices } from './common';
 import { balanceIterations } from './balance';
+import { benchKernels, wgsl } from '../kernels/index';
 
 /** How the data is cut. */
 const now = (): number => performance.now();
@@ -215,7 +214,7 @@ export class LibPipeline {
     const { ring, chunks, iterations } = this.plan;
     const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
     const C = chunks.length;
-    const ci = this.ctx.kernels.computeIntensive;
+    const ci = benchKernels(this.ctx).computeIntensive;
     const constants = { iterations };
     const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
     const tl = this.timeline;
@@ -328,7 +327,7 @@ export class LibPipeline {
     await upAll.ready();
     await downAll.ready();
     for (const slot of this.slots) await slot.stream.synchronize();
-    const ci = ctx.kernels.computeIntensive;
+    const ci = benchKernels(ctx).computeIntensive;
     const t0 = performance.now();
     if (ts) s.record(this.#t0!);
     for (let k = 0; k < chunks.length; k++) {
@@ -395,7 +394,7 @@ export class SyncPass {
     const t1 = performance.now();
     const s = this.stream;
     s.upload(this.up, this.din);
-    s.launch(this.ctx.kernels.computeIntensive, { bindings: [this.din, this.dout], workgroups: this.#grid, constants: { iterations: this.iterations } });
+    s.launch(benchKernels(this.ctx).computeIntensive, { bindings: [this.din, this.dout], workgroups: this.#grid, constants: { iterations: this.iterations } });
     s.download(this.dout, this.down);
     await s.synchronize();
     const t2 = performance.now();
@@ -435,7 +434,7 @@ export class RawPipeline {
   ) {
     const device = (this.device = ctx.device);
     this.offsets = offsetsOf(plan);
-    const module = device.createShaderModule({ code: builtinShaders.computeIntensive, label: 'raw compute_intensive' });
+    const module = device.createShaderModule({ code: wgsl.computeIntensive, label: 'raw compute_intensive' });
     this.#pipeline = device.createComputePipeline({
       layout: 'auto',
       compute: { module, entryPoint: 'main', constants: { iterations: plan.iterations } },
@@ -445,8 +444,8 @@ export class RawPipeline {
     for (let r = 0; r < plan.ring; r++) {
       const dev = new Map<number, { din: GPUBuffer; dout: GPUBuffer; bind: GPUBindGroup }>();
       for (const size of new Set(plan.chunks.filter((_, k) => k % plan.ring === r))) {
-        const din = device.createBuffer({ size: size * 4, usage: Usage.STORAGE | Usage.COPY_DST, label: `raw.in[${r}]/${size}` });
-        const dout = device.createBuffer({ size: size * 4, usage: Usage.STORAGE | Usage.COPY_SRC, label: `raw.out[${r}]/${size}` });
+        const din = device.createBuffer({ size: size * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST, label: `raw.in[${r}]/${size}` });
+        const dout = device.createBuffer({ size: size * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC, label: `raw.out[${r}]/${size}` });
         const bind = device.createBindGroup({
           layout: this.#pipeline.getBindGroupLayout(0),
           entries: [
@@ -457,8 +456,8 @@ export class RawPipeline {
         dev.set(size, { din, dout, bind });
       }
       this.slots.push({
-        up: device.createBuffer({ size: maxBytes, usage: Usage.MAP_WRITE | Usage.COPY_SRC, mappedAtCreation: true, label: `raw.up[${r}]` }),
-        down: device.createBuffer({ size: maxBytes, usage: Usage.MAP_READ | Usage.COPY_DST, label: `raw.down[${r}]` }),
+        up: device.createBuffer({ size: maxBytes, usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC, mappedAtCreation: true, label: `raw.up[${r}]` }),
+        down: device.createBuffer({ size: maxBytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: `raw.down[${r}]` }),
         dev,
         upMap: null,
         downMap: null,
@@ -533,8 +532,8 @@ export class RawPipeline {
       device.queue.submit([enc.finish()]);
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
-        slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
-        slot.downMap = slot.down.mapAsync(MapFlag.READ);
+        slot.upMap = slot.up.mapAsync(GPUMapMode.WRITE);
+        slot.downMap = slot.down.mapAsync(GPUMapMode.READ);
         slot.pending = k;
         if (tl) tl[k]![3] = performance.now() - t0;
       }
@@ -589,8 +588,8 @@ export class RawPipeline {
     const enc = this.device.createCommandEncoder();
     this.#encodeChunk(enc, slot, ce);
     this.device.queue.submit([enc.finish()]);
-    slot.upMap = slot.up.mapAsync(MapFlag.WRITE);
-    slot.downMap = slot.down.mapAsync(MapFlag.READ);
+    slot.upMap = slot.up.mapAsync(GPUMapMode.WRITE);
+    slot.downMap = slot.down.mapAsync(GPUMapMode.READ);
     const ms = performance.now() - t0;
     slot.pending = 0;
     return ms;

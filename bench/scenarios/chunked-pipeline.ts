@@ -6,7 +6,7 @@
  * (2.52x) on an L20, 0.938 -> 0.504 ms (1.86x) on an H200.
  */
 import type { ScenarioResult, Variant } from '../schema';
-import type { Context, DeviceBuffer, PinnedBuffer, Stream } from '../../src/index';
+import type { Context, DeviceBuffer, PinnedBuffer, Stream } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '../reference';
 import { measureInterleaved, median } from '../stats';
 import {
@@ -22,9 +22,10 @@ import {
   round,
   times,
   verification,
-  warmUp,
   resolveParams,
 } from './common';
+import { benchKernels } from '../kernels/index';
+import { warmUp } from '../kernels/calibrate';
 
 export interface ChunkedPipelineParams {
   /** f32 elements (4M = 16 MiB at full size). Rounded down to a multiple of 256 * max(streams). */
@@ -63,7 +64,7 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
     const src = rng(seed).f32Array(n);
     const trace = new TraceRecorder(ctx);
     const checks: Check[] = [];
-    const ci = ctx.kernels.computeIntensive;
+    const ci = benchKernels(ctx).computeIntensive;
     await warmUp(ctx, opts.quick ? 10 : 100);
 
     // The synchronous pass: whole-size pinned buffers and device buffers, one stream.

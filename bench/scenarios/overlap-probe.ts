@@ -11,19 +11,16 @@
  * The raw paths use `ctx.device` directly, as a hand-written WebGPU program would.
  */
 import type { ScenarioResult, Timing, Variant } from '../schema';
-import { createContext } from '../../src/index';
-import type { DeviceBuffer, Stream } from '../../src/index';
+import { createContext } from 'webgpu-streams';
+import type { DeviceBuffer, Stream } from 'webgpu-streams';
 import { randomSeed, rng, sleepStep } from '../reference';
 import { gbps, measure, measureInterleaved, median, timing } from '../stats';
 import {
   type Check,
   type Scenario,
-  MapFlag,
   StreamTimer,
   TraceRecorder,
-  Usage,
   bytesText,
-  calibrateSleep,
   checkBytes,
   checkElementwise,
   compare,
@@ -34,9 +31,10 @@ import {
   roundTrip,
   times,
   verification,
-  warmUp,
   resolveParams,
 } from './common';
+import { benchKernels } from '../kernels/index';
+import { calibrateSleep, warmUp } from '../kernels/calibrate';
 
 export interface OverlapProbeParams {
   /** Bytes per upload / read-back measurement (64 MiB full). */
@@ -159,7 +157,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       const [kx, ky] = grid(p.kernelElements, 'sleep');
       const kCal = await calibrateSleep(ctx, { elements: p.kernelElements, targetMs: copies * copyMs, label: 'probe.calibrate' });
       const kernelOnce = (s: Stream, buf: DeviceBuffer = kBuf, iterations = kCal.iterations, [x, y] = [kx, ky]): void =>
-        void s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [x, y], constants: { iterations } });
+        void s.launch(benchKernels(ctx).sleep, { bindings: [buf], workgroups: [x, y], constants: { iterations } });
       const [tCopy, tKernel, tSerial, tBoth] = (await measureInterleaved(
         [
           async () => {
@@ -318,11 +316,11 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       await verifyDev('writeBuffer');
 
       derive(2);
-      const staging = device.createBuffer({ size: B, usage: Usage.MAP_WRITE | Usage.COPY_SRC, mappedAtCreation: true, label: 'probe.raw.staging' });
+      const staging = device.createBuffer({ size: B, usage: GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC, mappedAtCreation: true, label: 'probe.raw.staging' });
       owned.push(staging);
       let stagingMapped = true;
       const tStaging = await measure(async () => {
-        if (!stagingMapped) await staging.mapAsync(MapFlag.WRITE);
+        if (!stagingMapped) await staging.mapAsync(GPUMapMode.WRITE);
         new Uint8Array(staging.getMappedRange()).set(srcBytes);
         staging.unmap();
         stagingMapped = false;
@@ -382,7 +380,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       derive(5);
       sA.upload(src, dev);
       await sA.synchronize();
-      const readback = device.createBuffer({ size: B, usage: Usage.MAP_READ | Usage.COPY_DST, label: 'probe.raw.readback' });
+      const readback = device.createBuffer({ size: B, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'probe.raw.readback' });
       owned.push(readback);
       const sink = new Uint8Array(B);
       let rawView: Check | null = null;
@@ -390,7 +388,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
         const enc = device.createCommandEncoder({ label: 'probe.raw.readback' });
         enc.copyBufferToBuffer(dev.buffer, 0, readback, 0, B);
         queue.submit([enc.finish()]);
-        await readback.mapAsync(MapFlag.READ);
+        await readback.mapAsync(GPUMapMode.READ);
         const view = new Uint8Array(readback.getMappedRange());
         if (copyOut) sink.set(view);
         else if (last) rawView = checkBytes('raw copy + mapAsync view', view, srcBytes);

@@ -13,20 +13,17 @@
  *   same kernels timed with raw WebGPU timestamp queries.
  */
 import type { ScenarioResult, Span, Timing, Variant } from '../schema';
-import { createContext, builtinShaders, EventTimingError } from '../../src/index';
-import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
+import { createContext, EventTimingError } from 'webgpu-streams';
+import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng, sleepStep } from '../reference';
 import { measureInterleaved, median, timing } from '../stats';
 import {
   type Check,
   type Scenario,
-  MapFlag,
   StreamTimer,
   TraceRecorder,
   sideBySide,
-  Usage,
   bytesText,
-  calibrateSleep,
   checkElementwise,
   compare,
   grid,
@@ -34,9 +31,10 @@ import {
   round,
   times,
   verification,
-  warmUp,
   resolveParams,
 } from './common';
+import { benchKernels, wgsl } from '../kernels/index';
+import { calibrateSleep, warmUp } from '../kernels/calibrate';
 
 export interface PrioritiesParams {
   /** Low-priority kernels queued ahead of the urgent one. */
@@ -122,7 +120,7 @@ export const priorities: Scenario<PrioritiesParams> = {
       const urgentEq = pctx.createStream({ label: 'urgent (priority 0)', priority: pctx.priorityRange.least });
       const urgentHi = pctx.createStream({ label: `urgent (priority ${pctx.priorityRange.greatest})`, priority: pctx.priorityRange.greatest });
       const sleepOn = (s: Stream, buf: DeviceBuffer): number =>
-        s.launch(pctx.kernels.sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations: cal.iterations } });
+        s.launch(benchKernels(pctx).sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations: cal.iterations } });
       let urgentIn: Uint32Array = new Uint32Array(0);
       const orderOf = new Map<string, number[]>();
       const lowTimes = new Map<string, number[]>();
@@ -212,7 +210,7 @@ export const priorities: Scenario<PrioritiesParams> = {
       const bytes = n * 4;
       let it = p.batchIterations;
       let balanceNote = `iterations ${it} (fixed)`;
-      const ci = ctx.kernels.computeIntensive;
+      const ci = benchKernels(ctx).computeIntensive;
       const [gx, gy] = grid(n, 'computeIntensive');
       const batches = Array.from({ length: p.batches }, () => gen.f32Array(n));
       const results = Array.from({ length: p.batches }, () => new Float32Array(n));
@@ -429,7 +427,7 @@ export const priorities: Scenario<PrioritiesParams> = {
             for (let r = 0; r < M.warmup + M.repeats; r++) {
               const x = await raw.time(iterations);
               s.record(e0);
-              s.launch(ctx.kernels.sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations } });
+              s.launch(benchKernels(ctx).sleep, { bindings: [buf], workgroups: [sx, sy], constants: { iterations } });
               s.record(e1);
               await s.synchronize();
               const y = e0.elapsedTime(e1);
@@ -484,11 +482,11 @@ export const priorities: Scenario<PrioritiesParams> = {
 /** The sleep kernel timed with raw WebGPU: one compute pass with begin/end timestamp writes. */
 function rawTimer(ctx: Context, data: GPUBuffer, [x, y]: [number, number]): { time(iterations: number): Promise<number>; destroy(): void } {
   const device = ctx.device;
-  const module = device.createShaderModule({ code: builtinShaders.sleep, label: 'raw sleep' });
+  const module = device.createShaderModule({ code: wgsl.sleep, label: 'raw sleep' });
   const pipelines = new Map<number, GPUComputePipeline>();
   const querySet = device.createQuerySet({ type: 'timestamp', count: 2, label: 'raw timestamps' });
-  const resolve = device.createBuffer({ size: 16, usage: 0x0200 /* QUERY_RESOLVE */ | Usage.COPY_SRC, label: 'raw timestamps.resolve' });
-  const read = device.createBuffer({ size: 16, usage: Usage.MAP_READ | Usage.COPY_DST, label: 'raw timestamps.read' });
+  const resolve = device.createBuffer({ size: 16, usage: 0x0200 /* QUERY_RESOLVE */ | GPUBufferUsage.COPY_SRC, label: 'raw timestamps.resolve' });
+  const read = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'raw timestamps.read' });
   return {
     async time(iterations) {
       let pipeline = pipelines.get(iterations);
@@ -506,7 +504,7 @@ function rawTimer(ctx: Context, data: GPUBuffer, [x, y]: [number, number]): { ti
       enc.resolveQuerySet(querySet, 0, 2, resolve, 0);
       enc.copyBufferToBuffer(resolve, 0, read, 0, 16);
       ctx.queue.submit([enc.finish()]);
-      await read.mapAsync(MapFlag.READ);
+      await read.mapAsync(GPUMapMode.READ);
       const [a, b] = new BigInt64Array(read.getMappedRange().slice(0));
       read.unmap();
       return Number(b! - a!) / 1e6;

@@ -5,7 +5,7 @@
  * on an H200: 1.06x.
  */
 import type { ScenarioResult, Variant } from '../schema';
-import type { Context, DeviceBuffer, PinnedBuffer, Stream } from '../../src/index';
+import type { Context, DeviceBuffer, PinnedBuffer, Stream } from 'webgpu-streams';
 import { randomSeed, rng, sleepStep } from '../reference';
 import { measureInterleaved, median } from '../stats';
 import {
@@ -14,7 +14,6 @@ import {
   StreamTimer,
   TraceRecorder,
   bytesText,
-  calibrateSleep,
   checkElementwise,
   compare,
   grid,
@@ -22,9 +21,10 @@ import {
   round,
   times,
   verification,
-  warmUp,
   resolveParams,
 } from './common';
+import { benchKernels } from '../kernels/index';
+import { calibrateSleep, warmUp } from '../kernels/calibrate';
 
 export interface SleepStreamsParams {
   /** u32 elements per task (4 bytes each): the upload, the kernel grid and the download. */
@@ -90,7 +90,7 @@ export const sleepStreams: Scenario<SleepStreamsParams> = {
         await pin.ready();
         trace.hostStep('fill', `fill task ${i}`, () => pin.u32.set(inputs[i]!));
         s.upload(pin, dev[i]!);
-        s.launch(ctx.kernels.sleep, { bindings: [dev[i]!], workgroups: [wx, wy], constants: { iterations } });
+        s.launch(benchKernels(ctx).sleep, { bindings: [dev[i]!], workgroups: [wx, wy], constants: { iterations } });
         s.download(dev[i]!, down[i]!);
         ctx.flush();
       }
@@ -125,7 +125,7 @@ export const sleepStreams: Scenario<SleepStreamsParams> = {
         const fill = performance.now() - f0;
         const u = await timer.time(() => single.upload(up[0]!, dev[0]!));
         const k = await timer.time(() =>
-          single.launch(ctx.kernels.sleep, { bindings: [dev[0]!], workgroups: [wx, wy], constants: { iterations } }),
+          single.launch(benchKernels(ctx).sleep, { bindings: [dev[0]!], workgroups: [wx, wy], constants: { iterations } }),
         );
         const d = await timer.time(() => single.download(dev[0]!, down[0]!));
         if (r >= p.warmup) {

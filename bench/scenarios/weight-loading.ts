@@ -10,7 +10,7 @@
  * time) and L, so the point where loading stops hiding behind compute is visible.
  */
 import type { ScenarioResult, Span, Variant } from '../schema';
-import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from '../../src/index';
+import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from 'webgpu-streams';
 import { randomSeed, rng, vectorAddRef } from '../reference';
 import { measureInterleaved, median } from '../stats';
 import {
@@ -18,16 +18,16 @@ import {
   type Scenario,
   TraceRecorder,
   bytesText,
-  calibrateSleep,
   checkBytes,
   compare,
   grid,
   ms,
   round,
   verification,
-  warmUp,
   resolveParams,
 } from './common';
+import { benchKernels } from '../kernels/index';
+import { calibrateSleep, warmUp } from '../kernels/calibrate';
 
 export interface WeightLoadingParams {
   /** f32 elements per activation and per weight (1M = 4 MiB). */
@@ -101,7 +101,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
     const layer = (i: number, w: DeviceBuffer, act: DeviceBuffer[], extraIterations: number): void => {
       compute.launch(ctx.kernels.vectorAdd, { bindings: [act[i % 2]!, w, act[(i + 1) % 2]!], workgroups: [ax, ay] });
       if (extraIterations > 0) {
-        compute.launch(ctx.kernels.sleep, { bindings: [scratch], workgroups: [sx, sy], constants: { iterations: extraIterations } });
+        compute.launch(benchKernels(ctx).sleep, { bindings: [scratch], workgroups: [sx, sy], constants: { iterations: extraIterations } });
       }
     };
 
