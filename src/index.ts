@@ -13,7 +13,8 @@ export { DeviceBuffer } from './memory.js';
 export type { MemoryStats } from './memory.js';
 export { PinnedBuffer } from './pinned.js';
 export { Kernel, workgroupsFor } from './kernels.js';
-export type { BindingInfo, KernelOptions } from './kernels.js';
+export type { KernelOptions } from './kernels.js';
+export type { BindingInfo } from './wgsl.js';
 export { Trace } from './trace.js';
 export type { TraceSpan, OpRecord } from './trace.js';
 export {

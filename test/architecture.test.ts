@@ -7,7 +7,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { reflectWgsl } from '../src/kernels.js';
+import { reflectWgsl } from '../src/wgsl.js';
 
 const root = resolve(import.meta.dirname, '..');
 const src = join(root, 'src');

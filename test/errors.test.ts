@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext, rng, randomSeed, firstMismatch } from './gpu.js';
 import { StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { bucketSize } from '../src/transfer.js';
-import { reflectWgsl } from '../src/kernels.js';
+import { reflectWgsl } from '../src/wgsl.js';
 import { benchKernels } from '../bench/kernels/index';
 
 let ctx: Context & { errors: string[] };

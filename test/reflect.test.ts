@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext } from './gpu.js';
 import { InvalidArgumentError, type Context } from '../src/index.js';
-import { reflectWgsl } from '../src/kernels.js';
+import { reflectWgsl } from '../src/wgsl.js';
 
 const STORAGE = 0x80;
 const UNIFORM = 0x40;
