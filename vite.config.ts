@@ -21,7 +21,8 @@ const alias = {
  * - default (`vite`, `vite build`): the benchmark page, root bench/page -> dist/page
  * - `--mode lib`: the library, src/index.ts + src/node.ts -> dist/lib (shaders inlined via ?raw)
  * - `--mode cli-<name>`: one Node CLI (CLI_ENTRIES) -> dist/cli/<name>.mjs, a single file; the Node
- *   bench bundles everything but `webgpu`, so it runs where there is no npm (../shared/gpu/pack.sh)
+ *   bench bundles everything but `webgpu`, so it runs where there is no npm (../shared/gpu/pack.sh);
+ *   `--mode example-<name>`: examples/<name>.ts the same way -> dist/examples/<name>.mjs
  * - vitest: `test` below
  */
 export default defineConfig(({ mode }) => {
@@ -39,15 +40,17 @@ export default defineConfig(({ mode }) => {
     };
   }
   // One build per CLI, so each is a single file (shared code would otherwise split into chunks).
-  // `--mode cli-<name>` builds dist/cli/<name>.mjs from CLI_ENTRIES[name].
-  if (mode.startsWith('cli-')) {
-    const name = mode.slice(4);
-    const entry = CLI_ENTRIES[name];
+  // `--mode cli-<name>` builds dist/cli/<name>.mjs from CLI_ENTRIES[name]; `--mode example-<name>`
+  // builds dist/examples/<name>.mjs from examples/<name>.ts (npm run example -- <name>).
+  if (mode.startsWith('cli-') || mode.startsWith('example-')) {
+    const example = mode.startsWith('example-');
+    const name = mode.slice(example ? 8 : 4);
+    const entry = example ? `examples/${name}.ts` : CLI_ENTRIES[name];
     if (!entry) throw new Error(`vite.config.ts: unknown CLI '${name}'; known: ${Object.keys(CLI_ENTRIES).join(', ')}`);
     return {
       resolve: { alias },
       build: {
-        outDir: 'dist/cli',
+        outDir: example ? 'dist/examples' : 'dist/cli',
         emptyOutDir: false,
         target: 'node20',
         minify: false,
@@ -61,11 +64,13 @@ export default defineConfig(({ mode }) => {
       ssr: { noExternal: true, external: ['webgpu', 'puppeteer-core'] },
     };
   }
+  // `--mode browser-example`: the browser example (examples/browser) instead of the benchmark page.
+  const browserExample = mode === 'browser-example';
   return {
-    root: 'bench/page',
+    root: browserExample ? 'examples/browser' : 'bench/page',
     resolve: { alias },
     base: './',
-    build: { outDir: '../../dist/page', emptyOutDir: true, target: 'es2022' },
+    build: { outDir: browserExample ? '../../dist/examples/browser' : '../../dist/page', emptyOutDir: true, target: 'es2022' },
     server: { fs: { allow: ['../..'] } },
     test: {
       root: '.',

@@ -23,3 +23,15 @@ export async function streamWeights(ctx: Context, input: Float32Array, weights: 
   await compute.synchronize();
   return out;
 }
+
+// `npm run example -- stream-weights`: 8 layers of random weights through two slots, checked on the CPU.
+if (/stream-weights\.m?[jt]s$/.test(globalThis.process?.argv?.[1] ?? '')) {
+  const { createNodeContext } = await import('webgpu-streams/node');
+  const ctx = await createNodeContext();
+  const n = 1 << 16, random = (): Float32Array => Float32Array.from({ length: n }, () => Math.random() * 2 - 1);
+  const input = random(), weights = Array.from({ length: 8 }, random);
+  const out = await streamWeights(ctx, input, weights);
+  const want = weights.reduce((x, w) => x.map((v, i) => Math.fround(v + w[i]!)), input);
+  console.log(out.every((v, i) => v === want[i]) ? `stream-weights: ok, 8 layers through 2 slots (peak ${ctx.memory.peak / 1024} KiB of device memory)` : 'stream-weights: MISMATCH');
+  ctx.destroy();
+}

@@ -1,0 +1,18 @@
+// `npm run example -- <name>`: bundles examples/<name>.ts (it imports the library by its package
+// name, resolved to the sources) and runs it in Node on Dawn. Without a name, lists the examples.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+
+const names = readdirSync(new URL('.', import.meta.url)).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3));
+const name = process.argv[2];
+if (!name || !names.includes(name)) {
+  console.error(`usage: npm run example -- <name>\nexamples: ${names.join(', ')}; the browser example: npm run example:browser`);
+  process.exit(name ? 2 : 0);
+}
+const swiftshader = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const env = { ...process.env };
+// No GPU driver chosen and none installed: SwiftShader's Vulkan driver, as the tests use.
+if (!env.VK_ICD_FILENAMES && !env.VK_DRIVER_FILES && !existsSync('/usr/share/vulkan/icd.d/nvidia_icd.json') && existsSync(swiftshader)) env.VK_ICD_FILENAMES = swiftshader;
+const run = (cmd, args) => spawnSync(cmd, args, { stdio: 'inherit', env }).status ?? 1;
+const built = run('npx', ['vite', 'build', '--mode', `example-${name}`, '--logLevel', 'warn']);
+process.exit(built !== 0 ? built : run(process.execPath, [`dist/examples/${name}.mjs`]));
