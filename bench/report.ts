@@ -7,6 +7,7 @@
  * runner all bundle it. Writing files and parsing flags live in bench/cli.ts (Node only).
  */
 import type { DeviceReport, ScenarioResult, Span, SuiteResult, Variant } from './schema';
+import { toChromeTraceEvents, type ChromeTraceEvent } from 'webgpu-streams';
 
 // ---------------------------------------------------------------------------------------------
 // Table
@@ -100,60 +101,18 @@ export const SOFTWARE_WARNING =
 // Chrome Trace Event export
 // ---------------------------------------------------------------------------------------------
 
-export interface TraceEvent {
-  name: string;
-  cat?: string;
-  ph: 'X' | 'M';
-  ts?: number;
-  dur?: number;
-  pid: number;
-  tid: number;
-  args?: Record<string, unknown>;
-}
-
 /**
  * Chrome Trace Event JSON (opens in Perfetto and chrome://tracing) from the scenarios' spans: one
- * process per scenario, one thread per lane (`host` first, then lanes in order of first use), with
- * `process_name`/`thread_name` metadata. Times in microseconds from the earliest span.
+ * process per scenario (the library's exporter), times from the earliest span of the suite.
  */
-export function toChromeTrace(result: SuiteResult): { traceEvents: TraceEvent[]; displayTimeUnit: 'ms' } {
-  const events: TraceEvent[] = [];
-  let t0 = Infinity;
-  for (const s of result.scenarios) for (const span of s.trace) if (Number.isFinite(span.start)) t0 = Math.min(t0, span.start);
-  if (!Number.isFinite(t0)) t0 = 0;
-  result.scenarios.forEach((s, si) => {
-    const pid = si + 1;
-    events.push({ name: 'process_name', ph: 'M', pid, tid: 0, args: { name: `${s.id}: ${s.title}` } });
-    events.push({ name: 'process_sort_index', ph: 'M', pid, tid: 0, args: { sort_index: si } });
-    const lanes = laneOrder(s.trace);
-    lanes.forEach((lane, li) => {
-      events.push({ name: 'thread_name', ph: 'M', pid, tid: li + 1, args: { name: lane } });
-      events.push({ name: 'thread_sort_index', ph: 'M', pid, tid: li + 1, args: { sort_index: li } });
-    });
-    for (const span of s.trace) {
-      if (!Number.isFinite(span.start) || !Number.isFinite(span.end)) continue;
-      events.push({
-        name: span.name,
-        cat: span.kind,
-        ph: 'X',
-        ts: round3((span.start - t0) * 1000),
-        dur: round3(Math.max(0, span.end - span.start) * 1000),
-        pid,
-        tid: lanes.indexOf(span.lane) + 1,
-        args: { scenario: s.id, lane: span.lane, kind: span.kind, ...(span.estimated ? { estimated: true } : {}) },
-      });
-    }
-  });
-  return { traceEvents: events, displayTimeUnit: 'ms' };
+export function toChromeTrace(result: SuiteResult): { traceEvents: ChromeTraceEvent[]; displayTimeUnit: 'ms' } {
+  let origin = Infinity;
+  for (const s of result.scenarios) for (const span of s.trace) if (Number.isFinite(span.start)) origin = Math.min(origin, span.start);
+  if (!Number.isFinite(origin)) origin = 0;
+  const traceEvents = result.scenarios.flatMap((s, si) => toChromeTraceEvents(s.trace, { pid: si + 1, process: `${s.id}: ${s.title}`, origin, args: { scenario: s.id } }));
+  return { traceEvents, displayTimeUnit: 'ms' };
 }
 
-function laneOrder(spans: Span[]): string[] {
-  const lanes: string[] = [];
-  for (const s of spans) if (!lanes.includes(s.lane)) lanes.push(s.lane);
-  return lanes.sort((a, b) => (a === 'host' ? -1 : b === 'host' ? 1 : 0));
-}
-
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 // ---------------------------------------------------------------------------------------------
 // Files

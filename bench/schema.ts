@@ -5,6 +5,7 @@
  */
 
 /** Summary statistics of repeated timings, warm-up excluded. All in milliseconds. */
+import type { TraceSpan } from 'webgpu-streams';
 export interface Timing {
   median: number;
   min: number;
@@ -41,17 +42,8 @@ export interface Verification {
   mismatch?: string;
 }
 
-/** One span in a timeline. Times in ms on the runner's `performance.now()` clock. */
-export interface Span {
-  /** Lane: the stream label, or 'host'. */
-  lane: string;
-  kind: 'upload' | 'download' | 'copy' | 'kernel' | 'host' | 'event' | 'wait' | 'fill' | 'read';
-  name: string;
-  start: number;
-  end: number;
-  /** True when GPU begin/end were estimated (no timestamp queries), not measured. */
-  estimated?: boolean;
-}
+/** One span in a timeline: the library's `TraceSpan` (times in ms on the runner's `performance.now()` clock). */
+export type Span = TraceSpan;
 
 export interface ScenarioResult {
   /** Stable id: 'overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'priorities'. */

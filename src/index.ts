@@ -15,8 +15,8 @@ export { PinnedBuffer } from './pinned.js';
 export { Kernel, workgroupsFor } from './kernels.js';
 export type { KernelOptions } from './kernels.js';
 export type { BindingInfo } from './wgsl.js';
-export { Trace } from './trace.js';
-export type { TraceSpan, OpRecord } from './trace.js';
+export { Trace, toChromeTraceEvents } from './trace.js';
+export type { TraceSpan, OpRecord, ChromeTraceEvent, ChromeTraceOptions } from './trace.js';
 export {
   StreamError,
   InvalidArgumentError,

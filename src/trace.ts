@@ -165,24 +165,64 @@ export class Trace {
     return out.filter((s) => s.start >= since).sort((a, b) => a.start - b.start);
   }
 
-  /** Chrome Trace Event JSON: open in Perfetto (ui.perfetto.dev) or chrome://tracing. */
-  toChromeTrace(spans: TraceSpan[] = this.spans()): { traceEvents: object[]; displayTimeUnit: 'ms' } {
-    const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))];
-    const tid = new Map(lanes.map((l, i) => [l, i + 1]));
-    const events: object[] = lanes.map((l) => ({ name: 'thread_name', ph: 'M', pid: 1, tid: tid.get(l), args: { name: l === 'host' ? 'host' : `stream ${l}` } }));
-    events.unshift({ name: 'process_name', ph: 'M', pid: 1, tid: 0, args: { name: 'webgpu-streams' } });
-    for (const s of spans) {
-      events.push({
-        name: s.name,
-        cat: s.kind,
-        ph: 'X',
-        ts: Math.round(s.start * 1000),
-        dur: Math.max(0, Math.round((s.end - s.start) * 1000)),
-        pid: 1,
-        tid: tid.get(s.lane),
-        args: { ...(s.op !== undefined ? { op: s.op } : {}), ...(s.batch !== undefined ? { submit: s.batch } : {}), ...(s.estimated ? { estimated: true } : {}) },
-      });
-    }
-    return { traceEvents: events, displayTimeUnit: 'ms' };
+  /** Chrome Trace Event JSON of `spans` (default: all): open in Perfetto (ui.perfetto.dev) or chrome://tracing. */
+  toChromeTrace(spans: TraceSpan[] = this.spans(), options: ChromeTraceOptions = {}): { traceEvents: ChromeTraceEvent[]; displayTimeUnit: 'ms' } {
+    return { traceEvents: toChromeTraceEvents(spans, options), displayTimeUnit: 'ms' };
   }
+}
+
+/** One Chrome Trace Event ('X': a span, 'M': metadata naming a process or thread). */
+export interface ChromeTraceEvent {
+  name: string;
+  cat?: string;
+  ph: 'X' | 'M';
+  ts?: number;
+  dur?: number;
+  pid: number;
+  tid: number;
+  args?: Record<string, unknown>;
+}
+
+export interface ChromeTraceOptions {
+  /** Process id of these spans (several traces in one file: one process each). @default 1 */
+  pid?: number;
+  /** The process's name. @default 'webgpu-streams' */
+  process?: string;
+  /** Time zero, ms on the spans' clock. @default 0 */
+  origin?: number;
+  /** Fields added to every span's args. */
+  args?: Record<string, unknown>;
+}
+
+/**
+ * The Chrome Trace Events of `spans`: one process, one thread per lane ('host' first, then lanes in
+ * order of first use) with their names and sort order, times in microseconds from `origin`.
+ */
+export function toChromeTraceEvents(spans: readonly TraceSpan[], options: ChromeTraceOptions = {}): ChromeTraceEvent[] {
+  const { pid = 1, process = 'webgpu-streams', origin = 0, args = {} } = options;
+  const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))].filter((l) => l !== 'host' || spans.some((s) => s.lane === 'host'));
+  const tid = new Map(lanes.map((l, i) => [l, i + 1]));
+  const events: ChromeTraceEvent[] = [
+    { name: 'process_name', ph: 'M', pid, tid: 0, args: { name: process } },
+    { name: 'process_sort_index', ph: 'M', pid, tid: 0, args: { sort_index: pid } },
+  ];
+  lanes.forEach((l, i) => {
+    events.push({ name: 'thread_name', ph: 'M', pid, tid: i + 1, args: { name: l } });
+    events.push({ name: 'thread_sort_index', ph: 'M', pid, tid: i + 1, args: { sort_index: i } });
+  });
+  const us = (ms: number): number => Math.round(ms * 1e6) / 1e3;
+  for (const s of spans) {
+    if (!Number.isFinite(s.start) || !Number.isFinite(s.end)) continue;
+    events.push({
+      name: s.name,
+      cat: s.kind,
+      ph: 'X',
+      ts: us(s.start - origin),
+      dur: us(Math.max(0, s.end - s.start)),
+      pid,
+      tid: tid.get(s.lane)!,
+      args: { ...args, lane: s.lane, kind: s.kind, ...(s.op !== undefined ? { op: s.op } : {}), ...(s.batch !== undefined ? { submit: s.batch } : {}), ...(s.estimated ? { estimated: true } : {}) },
+    });
+  }
+  return events;
 }
