@@ -30,24 +30,44 @@ export function browserMissing(): string | null {
 export interface NodeRun {
   code: number | null;
   signal: NodeJS.Signals | null;
+  /** stdout and stderr, interleaved as they came. */
   output: string;
+  /** stdout alone. */
+  stdout: string;
 }
 
 /** Runs `node ...args` in the project root, collecting stdout and stderr; SIGKILL after `timeoutMs`. */
 export function runNode(args: string[], timeoutMs: number): Promise<NodeRun> {
+  return runCommand(process.execPath, args, { timeoutMs });
+}
+
+export interface RunOptions {
+  /** @default the project root */
+  cwd?: string;
+  /** @default process.env */
+  env?: NodeJS.ProcessEnv;
+  /** SIGKILL after this long. */
+  timeoutMs: number;
+}
+
+/** Runs `command ...args` (no shell), collecting stdout and stderr; SIGKILL after `timeoutMs`. */
+export function runCommand(command: string, args: string[], options: RunOptions): Promise<NodeRun> {
   return new Promise((res, rej) => {
-    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    const child = spawn(command, args, { cwd: options.cwd ?? root, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '', stdout = '';
+    child.stdout.on('data', (d: Buffer) => {
+      output += d.toString();
+      stdout += d.toString();
+    });
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     const timer = setTimeout(() => {
-      output += `\n[test] killed after ${timeoutMs / 1000} s`;
+      output += `\n[test] killed after ${options.timeoutMs / 1000} s`;
       child.kill('SIGKILL');
-    }, timeoutMs);
+    }, options.timeoutMs);
     child.on('error', rej);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      res({ code, signal, output });
+      res({ code, signal, output, stdout });
     });
   });
 }
