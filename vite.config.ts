@@ -10,6 +10,8 @@ const CLI_ENTRIES: Record<string, string> = {
   'soak': 'bench/soak.ts',
 };
 
+const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
+
 /** Examples and the page import the library by its package name; resolve it to the sources. */
 const alias = {
   'webgpu-streams/node': fileURLToPath(new URL('./src/node.ts', import.meta.url)),
@@ -71,10 +73,13 @@ export default defineConfig(({ mode }) => {
     resolve: { alias },
     base: './',
     build: { outDir: browserExample ? '../../dist/examples/browser' : '../../dist/page', emptyOutDir: true, target: 'es2022' },
-    server: { fs: { allow: ['../..'] } },
+    // Cross-origin isolation: the page gets a fine performance.now() (Chrome coarsens it otherwise).
+    server: { fs: { allow: ['../..'] }, headers: ISOLATION },
+    preview: { headers: ISOLATION },
     test: {
       root: '.',
-      include: ['test/**/*.test.ts'],
+      // The library's tests (test/) and the benchmark's own (bench/test/).
+      include: ['test/**/*.test.ts', 'bench/test/**/*.test.ts'],
       testTimeout: 120_000,
       hookTimeout: 180_000,
       // One GPU device per file; SwiftShader work is CPU-bound, so files run one at a time.

@@ -148,7 +148,7 @@ export async function launchChrome(options: LaunchOptions = {}): Promise<Launche
   if (options.gpu && !display) {
     warnings.push(
       '--gpu asks for windowed Chromium, but DISPLAY is not set: running headless, which on Linux ' +
-        'never gets a hardware adapter (start Xvfb and set DISPLAY, see ../shared/gpu/README.md)',
+        'never gets a hardware adapter (start Xvfb and set DISPLAY, see bench/README.md, "Running it")',
     );
   }
 

@@ -44,7 +44,7 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
     ...(runner === 'headless'
       ? [
           '  --gpu             windowed Chromium on $DISPLAY with $CHROME_GPU_FLAGS (real GPU; see',
-          '                    ../shared/gpu/README.md); without it, headless Chromium (SwiftShader)',
+          '                    bench/README.md); without it, headless Chromium (SwiftShader)',
           '  --page DIR        the built page to serve (default: dist/page)',
           '  --mock            the page\'s fake data, no GPU work: checks the runner and the page only',
         ]

@@ -24,8 +24,8 @@ export function fmtNum(x: number | null | undefined): string {
   return x.toExponential(1);
 }
 
-const fmtOr = (x: number | null | undefined, f: (x: number) => string) =>
-  x === null || x === undefined || !Number.isFinite(x) ? '-' : f(x);
+const fmtOr = (x: number | null | undefined, f: (x: number) => string, missing = '-') =>
+  x === null || x === undefined || !Number.isFinite(x) ? missing : f(x);
 
 /** One row of the results table for a variant. */
 export function variantRow(s: ScenarioResult, v: Variant, first: boolean): string[] {
@@ -34,10 +34,10 @@ export function variantRow(s: ScenarioResult, v: Variant, first: boolean): strin
     v.name,
     fmtNum(v.time.median),
     fmtNum(v.ideal),
-    fmtOr(v.speedup, (x) => `${x.toFixed(2)}x`),
-    fmtOr(v.efficiency, (x) => `${Math.round(x * 100)}%`),
+    fmtOr(v.speedup, (x) => `${x.toFixed(2)}x`, v.baseline ? 'n/a' : '-'),
+    fmtOr(v.efficiency, (x) => `${Math.round(x * 100)}%`, v.baseline && v.ideal !== null ? 'n/a' : '-'),
     fmtOr(v.memoryBytes, (x) => (x / 2 ** 20).toFixed(1)),
-    fmtOr(v.gbps, (x) => x.toFixed(2)),
+    fmtOr(v.gbps, (x) => x.toFixed(2), v.gbps === undefined ? '-' : 'n/a'),
     first ? (s.verification.ok ? 'yes' : 'NO') : '',
   ];
 }
@@ -65,8 +65,14 @@ export function formatTable(result: SuiteResult): string {
     }
     s.variants.forEach((v, i) => rows.push(variantRow(s, v, i === 0)));
   }
-  return renderTable(HEADER, rows, NUMERIC);
+  return `${renderTable(HEADER, rows, NUMERIC)}\n${TABLE_FOOTER}`;
 }
+
+/** What the columns mean (the page shows the same under its tables). */
+export const TABLE_FOOTER =
+  'ideal: what perfect overlap would give, from the measured parts. speedup: the baseline variant\'s time / this time. ' +
+  'eff.: (baseline - this) / (baseline - ideal), the share of the possible gain achieved (100%: the ideal; 0%: no gain; ' +
+  'n/a: the possible gain is within the run\'s noise). GB/s: 1e9 bytes per second (n/a: too short to time).';
 
 /** Verdicts per scenario, then the failed verifications with their first mismatch. */
 export function formatVerdicts(result: SuiteResult): string {
@@ -95,7 +101,7 @@ export function isSoftwareDevice(d: Pick<DeviceReport, 'software' | 'vendor' | '
 /** The warning printed when a run measured a software adapter. */
 export const SOFTWARE_WARNING =
   'WARNING: this ran on a software adapter (SwiftShader or the like): the figures say nothing about GPU ' +
-  'overlap, only that the code works. For a GPU, see ../shared/gpu/README.md.';
+  'overlap, only that the code works. For a GPU, see bench/README.md, "Running it".';
 
 // ---------------------------------------------------------------------------------------------
 // Chrome Trace Event export
@@ -149,12 +155,14 @@ export function resultDay(result: Pick<SuiteResult, 'date'>): string {
 }
 
 /**
- * The file stem for a result: `<YYYY-MM-DD>-<adapter-slug>-<runner>`. The runner is part of the
- * name so that the Node and the Chromium runs on one adapter on one day do not overwrite each other.
- * Files: `<stem>.json`, `<stem>-trace.json`, `<stem>-timeline.png`.
+ * The file stem for a result: `<YYYY-MM-DD>T<HHMMSS>-<adapter-slug>-<runner>[-quick]`, so each run
+ * writes new files (a quick run says so in its name). Files: `<stem>.json`, `<stem>-trace.json`,
+ * `<stem>-timeline.png`. bench/results keeps curated copies under shorter names (its INDEX.md).
  */
-export function resultStem(result: Pick<SuiteResult, 'date' | 'device'>): string {
-  return `${resultDay(result)}-${adapterSlug(result.device)}-${result.device.runner}`;
+export function resultStem(result: Pick<SuiteResult, 'date' | 'device'> & { quick?: boolean }): string {
+  const time = /T(\d{2}):(\d{2}):(\d{2})/.exec(result.date ?? '');
+  const stamp = time ? `${resultDay(result)}T${time[1]}${time[2]}${time[3]}` : resultDay(result);
+  return `${stamp}-${adapterSlug(result.device)}-${result.device.runner}${result.quick ? '-quick' : ''}`;
 }
 
 // ---------------------------------------------------------------------------------------------

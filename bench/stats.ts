@@ -135,5 +135,5 @@ export function sumTimings(...parts: Timing[]): Timing {
 
 /** Throughput in GB/s (1e9 bytes per second) of `bytes` moved in `ms` milliseconds. */
 export function gbps(bytes: number, ms: number): number {
-  return ms > 0 ? bytes / ms / 1e6 : Infinity;
+  return ms > 0 ? bytes / ms / 1e6 : Number.NaN;
 }

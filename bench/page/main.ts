@@ -92,6 +92,7 @@ const ui = {
   caps: $('capabilities'),
   notice: $('notice'),
   runAll: $('run-all') as HTMLButtonElement,
+  stop: $('stop') as HTMLButtonElement,
   scenarioButtons: $('scenario-buttons'),
   quick: $('quick') as HTMLInputElement,
   progress: $('progress'),
@@ -159,10 +160,15 @@ function browserName(ua: string): string {
   return `${name} ${m[2]}${/Headless/.test(ua) ? ' (headless)' : ''}`;
 }
 
+/** The adapter's description; Chrome often reports none: then vendor and architecture. */
+function adapterText(d: Pick<DeviceReport, 'vendor' | 'architecture' | 'description'>): string {
+  return d.description || [d.vendor, d.architecture].filter(Boolean).join(' ') || 'unknown adapter';
+}
+
 function renderDevice(d: DeviceReport, mock: boolean): void {
   const rows: [string, string, string?][] = [
     ['adapter', [d.vendor, d.architecture].filter(Boolean).join(' / ') || 'unknown'],
-    ['description', d.description || '(not reported)'],
+    ['description', adapterText(d)],
     ['kind', mock ? 'mock (no GPU used)' : deviceKind(d), d.software ? 'soft' : 'real'],
     ['timestamp queries', d.timestampQuery ? 'yes' : 'no (GPU spans are estimated)', d.timestampQuery ? 'yes' : 'no'],
     ['runner', d.runner],
@@ -313,7 +319,7 @@ function showTrace(): void {
     ...(valid.length ? [`${formatDuration(t1 - t0)} ms`] : []),
     ...(invalid ? [`${invalid} span${invalid === 1 ? '' : 's'} without times`] : []),
     ...(estimated ? ['GPU times estimated'] : []),
-    ...(current?.device.description ? [current.device.description] : []),
+    ...(current ? [adapterText(current.device)] : []),
   ];
   const subtitle = s.trace.length ? parts.join(' · ') : undefined;
   timeline.show({ title: s.title, ...(subtitle ? { subtitle } : {}), spans: s.trace });
@@ -503,7 +509,12 @@ async function loadBackend(): Promise<Backend> {
 // Running
 // ---------------------------------------------------------------------------------------------
 
+/** Set by the Stop button: the next progress step of the running scenario throws it. */
+let stopRequested = false;
+
 function setBusy(busy: boolean): void {
+  stopRequested = false;
+  ui.stop.disabled = !busy;
   ui.runAll.disabled = busy || !backend;
   for (const b of ui.scenarioButtons.querySelectorAll('button')) b.disabled = busy || !backend;
   ui.quick.disabled = busy;
@@ -539,6 +550,7 @@ async function run(only?: string[]): Promise<void> {
       quick,
       ...(only?.length ? { only } : {}),
       progress: (message, fraction) => {
+        if (stopRequested) throw new Error('stopped by the Stop button');
         log(message);
         setProgress(message, fraction);
       },
@@ -584,11 +596,16 @@ async function init(): Promise<void> {
     ui.scenarioButtons.append(b);
   }
   ui.runAll.addEventListener('click', () => void run());
+  ui.stop.addEventListener('click', () => {
+    stopRequested = true;
+    ui.stop.disabled = true;
+    log('stopping at the next step…');
+  });
   setBusy(false);
   const unknown = opts.only.filter((id) => !backend!.scenarios.some((s) => s.id === id));
   if (unknown.length) log(`warning: unknown scenario id(s) ${unknown.join(', ')}; known: ${backend.scenarios.map((s) => s.id).join(', ')}`);
   setProgress(opts.autorun ? 'autorun…' : 'ready', 0);
-  log(`ready: ${backend.mock ? 'mock' : `${backend.device.vendor} ${backend.device.description}`}`.trim());
+  log(`ready: ${backend.mock ? 'mock' : adapterText(backend.device)}`);
   if (opts.autorun) await run(opts.only.length ? opts.only : undefined);
 }
 

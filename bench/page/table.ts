@@ -4,6 +4,7 @@
  */
 import type { DeviceReport, ScenarioResult, Variant } from '../schema';
 import { formatDuration } from './timeline';
+import { TABLE_FOOTER } from '../report';
 
 const DASH = '—';
 
@@ -11,13 +12,13 @@ export function fmtMs(ms: number | null | undefined): string {
   return ms === null || ms === undefined || !Number.isFinite(ms) ? DASH : formatDuration(ms);
 }
 
-export function fmtSpeedup(x: number | undefined): string {
-  if (x === undefined || !Number.isFinite(x)) return DASH;
+export function fmtSpeedup(x: number | undefined, missing = DASH): string {
+  if (x === undefined || !Number.isFinite(x)) return missing;
   return `${x >= 10 ? x.toFixed(1) : x.toFixed(2)}×`;
 }
 
-export function fmtPercent(x: number | undefined): string {
-  if (x === undefined || !Number.isFinite(x)) return DASH;
+export function fmtPercent(x: number | undefined, missing = DASH): string {
+  if (x === undefined || !Number.isFinite(x)) return missing;
   return `${Math.round(x * 100)}%`;
 }
 
@@ -28,7 +29,8 @@ export function fmtMiB(bytes: number | undefined): string {
 }
 
 export function fmtGbps(x: number | undefined): string {
-  if (x === undefined || !Number.isFinite(x)) return DASH;
+  if (x === undefined) return DASH;
+  if (!Number.isFinite(x)) return 'n/a';
   return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
 }
 
@@ -147,8 +149,8 @@ export function renderScenario(r: ScenarioResult, description?: string): HTMLEle
     tr.append(med);
     tr.append(num(fmtMs(v.ideal)));
     const sp = v.speedup;
-    tr.append(num(fmtSpeedup(sp), sp === undefined ? '' : sp >= 1.05 ? 'good' : sp <= 0.95 ? 'worse' : ''));
-    tr.append(num(fmtPercent(v.efficiency)));
+    tr.append(num(fmtSpeedup(sp, v.baseline ? 'n/a' : DASH), sp === undefined ? '' : sp >= 1.05 ? 'good' : sp <= 0.95 ? 'worse' : ''));
+    tr.append(num(fmtPercent(v.efficiency, v.baseline && v.ideal !== null ? 'n/a' : DASH)));
     tr.append(num(fmtMiB(v.memoryBytes)));
     tr.append(num(fmtGbps(v.gbps)));
     if (i === 0) {
@@ -171,7 +173,7 @@ export function renderScenario(r: ScenarioResult, description?: string): HTMLEle
     body.append(tr);
   }
   table.append(body);
-  section.append(el('div', { class: 'table-wrap' }, table));
+  section.append(el('div', { class: 'table-wrap' }, table), el('p', { class: 'footer', text: TABLE_FOOTER }));
 
   const check = el(
     'div',

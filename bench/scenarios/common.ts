@@ -60,8 +60,9 @@ export function times(x: number): string {
   return `${x >= 10 ? x.toFixed(1) : x.toFixed(2)}x`;
 }
 
-/** `12.3 GB/s` */
+/** `12.3 GB/s` (n/a where a transfer was too short to time) */
 export function gbs(x: number): string {
+  if (!Number.isFinite(x)) return 'n/a GB/s';
   return `${x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)} GB/s`;
 }
 
@@ -79,7 +80,19 @@ export function round(x: number, digits = 4): number {
   return Math.round(x * p) / p;
 }
 
-/** Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). */
+/** The interquartile range of `samples` (the run's noise), ms. */
+function spread(samples: readonly number[]): number {
+  if (samples.length < 4) return 0;
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.floor((s.length * 3) / 4)]! - s[Math.floor(s.length / 4)]!;
+}
+
+/**
+ * Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). Efficiency,
+ * (t_base - t) / (t_base - t_ideal), is left out (shown as n/a) where the possible gain t_base -
+ * t_ideal is within the run's noise (3% of t_base, or the interquartile range of either variant's
+ * samples): a ratio over noise reads as -970%. Speedup is left out where a median is not positive.
+ */
 export function compare(variants: Variant[]): Variant[] {
   for (const v of variants) {
     if (!v.baseline) continue;
@@ -87,10 +100,10 @@ export function compare(variants: Variant[]): Variant[] {
     if (!base) continue;
     const tb = base.time.median;
     const t = v.time.median;
-    v.speedup = round(tb / t);
+    if (tb > 0 && t > 0 && Number.isFinite(tb) && Number.isFinite(t)) v.speedup = round(tb / t);
     const ideal = v.ideal;
-    // Efficiency is meaningful only where the baseline is clearly slower than the ideal.
-    if (ideal !== null && tb - ideal > 0.03 * tb) v.efficiency = round((tb - t) / (tb - ideal));
+    const noise = Math.max(0.03 * tb, spread(base.time.samples), spread(v.time.samples));
+    if (ideal !== null && v.speedup !== undefined && tb - ideal > noise) v.efficiency = round((tb - t) / (tb - ideal));
   }
   return variants;
 }
