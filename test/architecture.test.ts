@@ -1,13 +1,13 @@
 /**
  * Structure checks (STYLE.md): no two modules of src/ import each other, not even for types; internal
  * files never import the barrel (src/index.ts); data flows one way (src/ never imports bench/ or
- * test/; bench/ imports the library only as 'webgpu-streams'); WGSL is loaded from .wgsl files;
+ * test/; bench/, its tests in bench/test/ included, imports the library only as 'webgpu-streams');
+ * WGSL is loaded from .wgsl files (tests, in test/ and bench/test/, may write it inline);
  * measurements and commit hashes live in bench/README.md or docs/PERFORMANCE.md, not in src/.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { reflectWgsl } from '../src/wgsl.js';
 
 const root = resolve(import.meta.dirname, '..');
 const src = join(root, 'src');
@@ -68,7 +68,8 @@ describe('src/ structure', () => {
 
   it('loads WGSL from .wgsl files with ?raw imports, never from strings', () => {
     expect(readFileSync(join(src, 'kernels.ts'), 'utf8')).toContain('../shaders/vector_add.wgsl?raw');
-    for (const f of [...srcFiles, ...tsFiles(join(root, 'bench'))]) expect(readFileSync(join(root, f), 'utf8'), f).not.toMatch(/@compute\s+@workgroup_size/);
+    const benchFiles = tsFiles(join(root, 'bench')).filter((f) => !f.startsWith('bench/test/'));
+    for (const f of [...srcFiles, ...benchFiles]) expect(readFileSync(join(root, f), 'utf8'), f).not.toMatch(/@compute\s+@workgroup_size/);
   });
 
   it('carries no measurements, device names or commit hashes in its comments', () => {
@@ -84,21 +85,5 @@ describe('bench/', () => {
     for (const f of tsFiles(join(root, 'bench'))) {
       for (const i of imports(f)) expect(i, `${f} imports ${i}`).not.toMatch(/(^|\/)src(\/|$)/);
     }
-  });
-});
-
-describe('WGSL reflection', () => {
-  it.each([
-    ['array<f32>', 4],
-    ['array<vec4<f32>>', 16],
-    ['array<vec3f>', 16],
-    ['array<u32, 8>', 32],
-    ['S', 32], // struct S { a: vec3f, b: f32, c: vec2<f32> } -> 12 + 4, then 8 at offset 16 -> 24, aligned to 16 -> 32
-    ['T', 20], // struct T { n: u32, data: array<f32, 4> }: 4 + 16
-    ['mat4x4<f32>', 64],
-    ['R', 8], // struct R { n: u32, tail: array<f32> }: a runtime-sized tail counts one element
-  ])('min binding size of %s is %i bytes', (type, bytes) => {
-    const wgsl = `struct S { a: vec3f, b: f32, c: vec2<f32> }\nstruct T { n: u32, data: array<f32, 4> }\nstruct R { n: u32, tail: array<f32> }\n@group(0) @binding(0) var<storage, read_write> v: ${type};\n@compute @workgroup_size(1) fn main() {}`;
-    expect(reflectWgsl(wgsl, 'main').bindings[0]!.minBytes).toBe(bytes);
   });
 });

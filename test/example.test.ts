@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { streamWeights } from '../examples/stream-weights.js';
-import { gpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './gpu.js';
+import { gpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import type { Context } from '../src/index.js';
 
 let ctx: Context & { errors: string[] };

@@ -16,7 +16,7 @@
  *                                                     # twoDevice, threeCtx; failing or clean)
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { gpuContext, randomSeed, rng, sleepRef, vectorAddRef } from './gpu.js';
+import { gpuContext, randomSeed, rng, sleepRef, vectorAddRef } from './fixtures/gpu.js';
 import { createContext, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type Stream } from '../src/index.js';
 import { CTX_VARIANTS, describeProgram, describeStep, generateProgram, programFamily, showOutcome, type CtxVariant, type ErrName, type Force, type Program, type Range, type ResSpec, type Step } from './fuzz-model.js';
 import { benchKernels } from '../bench/kernels/index';

@@ -1,24 +1,21 @@
 /**
- * Pinned-buffer ownership on Dawn: once an op that uses a pinned buffer is enqueued, the only code
- * that may write it is a host function of that op's own stream, enqueued before it (the CUDA
- * prefetch pattern). Every other writer gets PinnedBufferBusyError or a detached view, and what
- * the GPU uploads is what that host function wrote. After device loss, the buffer is never
- * handed back.
+ * Pinned buffers (src/pinned.ts) on real WebGPU (Dawn). Ownership: once an op that uses a pinned
+ * buffer is enqueued, the only code that may write it is a host function of that op's own stream,
+ * enqueued before it (the CUDA prefetch pattern). Every other writer gets PinnedBufferBusyError or
+ * a detached view, and what the GPU uploads is what that host function wrote. Also: views throw
+ * while the GPU owns the buffer and ready() hands them back, the mapped range is detached at the
+ * enqueue, unmap(), skipped ops hand the buffer back, the wrong kind and a destroyed buffer are
+ * refused; after device loss, the buffer is never handed back.
  */
 import { describe, expect, it } from 'vitest';
-import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './gpu.js';
+import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fixtures/gpu.js';
+import { delay, gate } from './fixtures/gate.js';
 import type { Context } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
 useGpuContext((c) => (ctx = c));
 
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const wait = new Promise<void>((r) => (open = r));
-  return { wait, open };
-}
-const delay = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const BUSY = expect.objectContaining({ name: 'PinnedBufferBusyError' });
 
 describe('pinned ownership', () => {
@@ -156,6 +153,189 @@ describe('pinned ownership', () => {
     await s.synchronize();
     chunks.forEach((c, i) => expect(firstMismatch(outs[i]!, c), `chunk ${i}, seed ${seed}`).toBeNull());
     ring.forEach((p) => p.destroy());
+  });
+});
+
+describe('pinned buffers', () => {
+  it('views throw while the GPU owns the buffer, naming the stream and op; ready() hands them back', async () => {
+    const seed = randomSeed();
+    const v = rng(seed).f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'pin-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'pin-down' });
+    const s = ctx.createStream({ label: 'copier' });
+    const d = ctx.alloc(1024);
+    up.f32.set(v);
+    s.upload(up, d);
+    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringMatching(/'upload' #\d+ on stream 'copier'/) }));
+    s.download(d, down);
+    expect(() => down.bytes).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
+    await s.synchronize();
+    expect(down.isHostOwned).toBe(true);
+    expect(firstMismatch(down.f32, v), `seed ${seed}`).toBeNull();
+    await up.ready();
+    expect(up.isHostOwned).toBe(true);
+    // Reuse: fill again, upload again.
+    const w = rng(seed + 1).f32Array(256);
+    up.f32.set(w);
+    s.upload(up, d);
+    s.download(d, down);
+    await s.synchronize();
+    expect(firstMismatch(down.f32, w), `seed ${seed}`).toBeNull();
+  });
+
+  it('a host function may fill the pinned buffer that the next op of its stream uploads (as CUDA allows)', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const s = ctx.createStream({ label: 'prefetch' });
+    const pin = ctx.allocHost(1024, 'upload', { label: 'ring' });
+    const d = ctx.alloc(1024);
+    const batches = [r.u32Array(256), r.u32Array(256), r.u32Array(256)];
+    const outs = batches.map(() => new Uint32Array(256));
+    batches.forEach((batch, i) => {
+      s.hostFn(async () => {
+        await Promise.resolve(); // async callbacks keep the window until they settle
+        pin.u32.set(batch);
+      });
+      s.upload(pin, d);
+      s.download(d, outs[i]!);
+    });
+    await s.synchronize();
+    batches.forEach((b, i) => expect(firstMismatch(outs[i]!, b), `batch ${i}, seed ${seed}`).toBeNull());
+    expect(() => {
+      s.upload(pin, d);
+      pin.u32[0] = 2; // after enqueue, outside a callback: refused
+    }).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
+    await s.synchronize();
+  });
+
+  it('enqueuing hands the mapped range back at once when nothing ahead can use it; a host function ahead keeps it', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const a = r.f32Array(256);
+    const b = r.f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'eager-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'eager-down' });
+    const d = ctx.alloc(1024);
+    const s = ctx.createStream({ label: 'eager' });
+    const s2 = ctx.createStream({ label: 'eager-2', nonBlocking: true });
+    // Nothing ahead: the range is detached at the enqueue (V8 stops counting it), not at the flush.
+    const held = up.f32;
+    held.set(a);
+    s.upload(up, d);
+    expect(held.length).toBe(0);
+    const out = new Float32Array(256);
+    s.download(d, out);
+    // A second stream reads the same buffer: both uses see the same bytes. Its download waits
+    // behind its upload, a GPU op: the download buffer's range is detached at the enqueue too.
+    const d2 = ctx.alloc(1024);
+    const heldDown = down.f32;
+    s2.upload(up, d2);
+    s2.download(d2, down);
+    expect(heldDown.length).toBe(0);
+    await ctx.synchronize();
+    expect(firstMismatch(out, a), `seed ${seed}`).toBeNull();
+    expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
+    // A host function ahead on the stream may still fill it: the mapping stays until it ran, but a
+    // view taken before the enqueue detaches there (only that host function writes what is sent).
+    await up.ready();
+    const gateOpen = gate();
+    const view = up.f32;
+    s.hostFn(async () => {
+      await gateOpen.wait;
+      up.f32.set(b);
+    });
+    s.upload(up, d);
+    expect(view.length).toBe(0);
+    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
+    s.download(d, out);
+    gateOpen.open();
+    await s.synchronize();
+    expect(firstMismatch(out, b), `seed ${seed}`).toBeNull();
+    // A host function that threw is done too: the next enqueue detaches at once again.
+    s.hostFn(() => {
+      throw new Error('boom');
+    });
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'HostFnError' });
+    await expect(ctx.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'eager' });
+    await up.ready();
+    const again = up.f32;
+    s.upload(up, d);
+    expect(again.length).toBe(0);
+    await s.synchronize();
+  });
+
+  it('an upload skipped behind a failed op hands its detached buffer back to the host, bytes intact', async () => {
+    const seed = randomSeed();
+    const a = rng(seed).f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'skipped-up' });
+    const s = ctx.createStream({ label: 'doomed', nonBlocking: true });
+    const bad = ctx.kernel('@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n@compute @workgroup_size(1) fn main() { d[0] = nope; }', { label: 'bad' });
+    up.f32.set(a);
+    s.launch(bad, { bindings: [ctx.alloc(256)], workgroups: 1 });
+    const held = up.f32;
+    s.upload(up, ctx.alloc(1024)); // detached at the enqueue, then skipped: the launch fails
+    expect(held.length).toBe(0);
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError' });
+    await expect(ctx.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError', stream: 'doomed' });
+    await up.ready();
+    expect(firstMismatch(up.f32, a), `seed ${seed}`).toBeNull();
+  });
+
+  it('unmap() lets the host mapping go: views detach, ready() maps it back with its bytes, ops use it as before', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const a = r.f32Array(256);
+    const b = r.f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'unmap-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'unmap-down' });
+    const d = ctx.alloc(1024);
+    const s = ctx.createStream({ label: 'unmap' });
+    up.f32.set(a);
+    s.upload(up, d);
+    s.download(d, down);
+    await down.ready();
+    expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
+    // Done reading: the range detaches, and the views refuse with a hint until ready().
+    const held = down.f32;
+    down.unmap();
+    expect(held.length).toBe(0);
+    expect(() => down.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringContaining('await pinned.ready()') }));
+    down.unmap(); // idempotent
+    await down.ready();
+    expect(firstMismatch(down.f32, a), `contents kept, seed ${seed}`).toBeNull();
+    // Unmapped and then used by an op: the op needs no mapping, and the buffer comes back after it.
+    down.unmap();
+    await up.ready();
+    up.f32.set(b);
+    up.unmap(); // an upload of an unmapped buffer uploads what was written before
+    s.upload(up, d);
+    s.download(d, down);
+    await s.synchronize();
+    await down.ready();
+    expect(firstMismatch(down.f32, b), `seed ${seed}`).toBeNull();
+    // While an op uses it, unmap() does nothing: the op hands it back.
+    s.download(d, down);
+    down.unmap();
+    await s.synchronize();
+    await down.ready();
+    expect(firstMismatch(down.f32, b), `seed ${seed}`).toBeNull();
+    down.destroy();
+    expect(() => down.unmap()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+  });
+
+  it('a pinned buffer of the wrong kind is refused', () => {
+    const s = ctx.createStream();
+    const down = ctx.allocHost(64, 'download');
+    expect(() => s.upload(down, ctx.alloc(64))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringContaining("allocHost(bytes, 'upload')") }));
+  });
+
+  it('a destroyed pinned buffer throws on use and rejects ready()', async () => {
+    const p = ctx.allocHost(64, 'upload', { label: 'p' });
+    p.destroy();
+    p.destroy();
+    expect(() => p.f32).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+    await expect(p.ready()).rejects.toMatchObject({ name: 'DestroyedError' });
+    expect(() => ctx.createStream().upload(p, ctx.alloc(64))).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
   });
 });
 

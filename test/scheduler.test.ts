@@ -5,7 +5,7 @@
  * Order is asserted through data, events and counters, never wall-clock windows.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { useGpuContext, randomSeed, rng, firstMismatch, sleepRef, vectorAddRef } from './gpu.js';
+import { useGpuContext, randomSeed, rng, firstMismatch, sleepRef, vectorAddRef } from './fixtures/gpu.js';
 import { workgroupsFor, type Context, type GpuEvent, type Stream } from '../src/index.js';
 import { benchKernels } from '../bench/kernels/index';
 
@@ -318,5 +318,23 @@ describe('failures reach every waiter that covers them', () => {
     await expect(w2).rejects.toMatchObject({ name: 'HostFnError' });
     await expect(w3).rejects.toMatchObject({ name: 'DependencyError', message: expect.stringMatching(/late/) });
     await s.synchronize(); // reported: later waits resolve
+  });
+
+  it('an event recorded after a failed op fails the streams that wait on it, with the cause', async () => {
+    const a = ctx.createStream({ label: 'a', nonBlocking: true });
+    const b = ctx.createStream({ label: 'b', nonBlocking: true });
+    const ev = ctx.createEvent();
+    a.hostFn(() => {
+      throw new Error('producer broke');
+    });
+    ev.record(a);
+    b.waitEvent(ev);
+    let ran = false;
+    b.hostFn(() => {
+      ran = true;
+    });
+    await expect(b.synchronize()).rejects.toMatchObject({ name: 'DependencyError', stream: 'b' });
+    await expect(a.synchronize()).rejects.toMatchObject({ name: 'HostFnError' });
+    expect(ran).toBe(false);
   });
 });

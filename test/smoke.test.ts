@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './gpu.js';
+import { gpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import { workgroupsFor } from '../src/index.js';
 
 describe('smoke', () => {

@@ -9,10 +9,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findChrome, HEADLESS_FLAGS } from '../../bench/browser';
-import { validateSuiteResult } from '../../bench/report';
-import type { SuiteResult } from '../../bench/schema';
-import { browserMissing, npmRun, root } from './util';
+import { findChrome, HEADLESS_FLAGS } from '../../browser';
+import { validateSuiteResult } from '../../report';
+import type { SuiteResult } from '../../schema';
+import { browserMissing, npmRun, root } from '../../../test/e2e/util';
 
 const missing = browserMissing() ?? (spawnSync('python3', ['--version']).status === 0 ? null : 'python3 is missing');
 if (missing) console.warn(`[e2e] skipping the self-report test: ${missing}`);

@@ -7,19 +7,19 @@
  * Also the Node CLI as `npm run bench:perf` builds it: one file importing only `webgpu` and node:
  * builtins, exit 0, a valid result JSON.
  *
- * Reproduce a failure with the seed printed in its message: `PERF_SEED=1234 npx vitest run test/perf.test.ts`.
+ * Reproduce a failure with the seed printed in its message: `PERF_SEED=1234 npx vitest run bench/test/perf.test.ts`.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfResult } from '../bench/perf';
-import { nodeHeapProbe, parsePerfArgs } from '../bench/perf-node';
-import { gpuContext } from './gpu';
-import type { Context } from '../src/index';
+import { formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfResult } from '../perf';
+import { nodeHeapProbe, parsePerfArgs } from '../perf-node';
+import { gpuContext } from '../../test/fixtures/gpu';
+import type { Context } from 'webgpu-streams';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const envSeed = Number(process.env['PERF_SEED'] ?? 0);
 const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : ((Math.random() * 2 ** 32) >>> 0) || 1;
 

@@ -7,16 +7,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../bench/browser';
-import { parseCliArgs, resultPaths } from '../bench/cli';
-import { GcLog } from '../bench/gc';
-import { balanceIterations } from '../bench/perf/balance';
-import { createNoopDevice, type NoopBuffer, type NoopCommand } from '../bench/perf/noop-device';
-import { checkNoopChunk, noopChunkCost } from '../bench/perf/p5-library-cost';
-import { randomSeed, rng } from '../bench/reference';
-import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../bench/report';
-import type { SuiteResult } from '../bench/schema';
-import { serveDir, type StaticServer } from '../bench/serve';
+import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../browser';
+import { parseCliArgs, resultPaths } from '../cli';
+import { GcLog } from '../gc';
+import { balanceIterations } from '../perf/balance';
+import { createNoopDevice, type NoopBuffer, type NoopCommand } from '../perf/noop-device';
+import { checkNoopChunk, noopChunkCost } from '../perf/p5-library-cost';
+import { randomSeed, rng } from '../reference';
+import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../report';
+import type { SuiteResult } from '../schema';
+import { serveDir, type StaticServer } from '../serve';
 import { decodePng, distinctColors } from './e2e/png';
 
 function sample(): SuiteResult {

@@ -1,10 +1,10 @@
 /**
- * WGSL reflection: the minimum buffer size of each binding, with consts, const-expressions,
+ * WGSL reflection (src/wgsl.ts): the minimum buffer size of each binding, with consts, const-expressions,
  * aliases, `@size`/`@align` and nested types resolved, checked against Dawn's own computation;
  * bindings whose size was guessed are marked inexact; reflection errors name op 'kernel'.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gpuContext } from './gpu.js';
+import { describe, expect, it } from 'vitest';
+import { useGpuContext } from './fixtures/gpu.js';
 import { InvalidArgumentError, type Context } from '../src/index.js';
 import { reflectWgsl } from '../src/wgsl.js';
 
@@ -151,14 +151,24 @@ describe('reflection (minBytes and exact)', () => {
   });
 });
 
+describe('WGSL reflection', () => {
+  it.each([
+    ['array<f32>', 4],
+    ['array<vec4<f32>>', 16],
+    ['array<vec3f>', 16],
+    ['array<u32, 8>', 32],
+    ['S', 32], // struct S { a: vec3f, b: f32, c: vec2<f32> } -> 12 + 4, then 8 at offset 16 -> 24, aligned to 16 -> 32
+    ['T', 20], // struct T { n: u32, data: array<f32, 4> }: 4 + 16
+    ['mat4x4<f32>', 64],
+    ['R', 8], // struct R { n: u32, tail: array<f32> }: a runtime-sized tail counts one element
+  ])('min binding size of %s is %i bytes', (type, bytes) => {
+    const wgsl = `struct S { a: vec3f, b: f32, c: vec2<f32> }\nstruct T { n: u32, data: array<f32, 4> }\nstruct R { n: u32, tail: array<f32> }\n@group(0) @binding(0) var<storage, read_write> v: ${type};\n@compute @workgroup_size(1) fn main() {}`;
+    expect(reflectWgsl(wgsl, 'main').bindings[0]!.minBytes).toBe(bytes);
+  });
+});
+
 let ctx: Context & { errors: string[] };
-beforeAll(async () => {
-  ctx = await gpuContext();
-});
-afterAll(() => {
-  expect(ctx.errors).toEqual([]);
-  ctx.destroy();
-});
+useGpuContext((c) => (ctx = c));
 
 /** Binds a buffer of `bytes` to the kernel's own layout and dispatches; the validation error, if any. */
 async function dispatchError(k: ReturnType<Context['kernel']>, bytes: number, usage: number): Promise<string | undefined> {

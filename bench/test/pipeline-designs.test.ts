@@ -6,9 +6,9 @@
  * and P5's baseline) follows the same groups.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, withBatch } from '../bench/perf/pipeline';
-import { randomF32 } from '../bench/perf/common';
-import { gpuContext } from './gpu';
+import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, withBatch } from '../perf/pipeline';
+import { randomF32 } from '../perf/common';
+import { gpuContext } from '../../test/fixtures/gpu';
 
 const ctx = await gpuContext({ label: 'pipeline-designs.test' });
 afterAll(() => ctx.destroy());

@@ -4,12 +4,12 @@
  * mode must stay within the runner's bounds (SOAK_BOUNDS, SOAK_HELD_DOWNLOADS), pass every check,
  * and have run every kind of op in the mix.
  *
- * Reproduce a failure with the seed printed in its message: `SOAK_SEED=1234 npx vitest run test/soak.test.ts`
+ * Reproduce a failure with the seed printed in its message: `SOAK_SEED=1234 npx vitest run bench/test/soak.test.ts`
  * (or `npm run soak -- --ops 20000 --every 5000 --seed 1234`).
  */
 import { describe, expect, it } from 'vitest';
-import { parseSoakArgs, runSoak, type SoakOpKind } from '../bench/soak';
-import { gpuContext, randomSeed } from './gpu';
+import { parseSoakArgs, runSoak, type SoakOpKind } from '../soak';
+import { gpuContext, randomSeed } from '../../test/fixtures/gpu';
 
 const envSeed = Number(process.env['SOAK_SEED'] ?? 0);
 const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : randomSeed() || 1;

@@ -8,10 +8,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { validateSuiteResult } from '../../bench/report';
-import type { SuiteResult } from '../../bench/schema';
+import { validateSuiteResult } from '../../report';
+import type { SuiteResult } from '../../schema';
 import { decodePng, distinctColors } from './png';
-import { browserMissing, npmRun, root, runNode, type NodeRun } from './util';
+import { browserMissing, npmRun, root, runNode, type NodeRun } from '../../../test/e2e/util';
 
 const havePage = existsSync(join(root, 'bench/page/main.ts'));
 const haveSuite = existsSync(join(root, 'bench/suite.ts'));

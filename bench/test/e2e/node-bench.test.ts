@@ -8,9 +8,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { validateSuiteResult } from '../../bench/report';
-import type { SuiteResult } from '../../bench/schema';
-import { npmRun, root, runNode, type NodeRun } from './util';
+import { validateSuiteResult } from '../../report';
+import type { SuiteResult } from '../../schema';
+import { npmRun, root, runNode, type NodeRun } from '../../../test/e2e/util';
 
 const haveSuite = existsSync(join(root, 'bench/suite.ts'));
 const haveVulkan =

@@ -1,5 +1,10 @@
+/**
+ * The benchmark page's pure helpers, without a browser: the timeline's lane order and layout, time
+ * scales and axis ticks, span geometry and hit testing (bench/page/timeline.ts), and the table's
+ * number formatting (bench/page/table.ts).
+ */
 import { describe, expect, it } from 'vitest';
-import type { Span } from '../bench/schema';
+import type { Span } from '../schema';
 import {
   axisTicks,
   compressedScale,
@@ -14,8 +19,8 @@ import {
   spanRect,
   timeToX,
   xToTime,
-} from '../bench/page/timeline';
-import { fmtMiB, fmtPercent, fmtSpeedup } from '../bench/page/table';
+} from '../page/timeline';
+import { fmtMiB, fmtPercent, fmtSpeedup } from '../page/table';
 
 const span = (lane: string, start: number, end: number, kind: Span['kind'] = 'kernel', name = `${lane}@${start}`): Span => ({
   lane,

@@ -4,24 +4,24 @@
  * depend on timing (memory of the weight slots, bit-identical outputs, submission order).
  * Timing numbers are printed, never asserted: they belong to the benchmark, not the tests.
  *
- * Reproduce a failure with the seed from its message: `SCENARIO_SEED=1234 npx vitest run test/scenarios.test.ts`.
+ * Reproduce a failure with the seed from its message: `SCENARIO_SEED=1234 npx vitest run bench/test/scenarios.test.ts`.
  */
-import './gpu'; // points the Vulkan loader at SwiftShader when there is no GPU
+import '../../test/fixtures/gpu'; // points the Vulkan loader at SwiftShader when there is no GPU
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { ScenarioResult, Span, SuiteResult } from '../bench/schema';
-import { scenarios, runSuite } from '../bench/suite';
-import { deviceReport, isSoftwareAdapter } from '../bench/device';
-import { measure, measureInterleaved, median, timing, type RunInfo } from '../bench/stats';
-import { chunkedPipeline } from '../bench/scenarios/chunked-pipeline';
-import { overlapProbe } from '../bench/scenarios/overlap-probe';
-import { priorities } from '../bench/scenarios/priorities';
-import { sleepStreams } from '../bench/scenarios/sleep-streams';
-import { weightLoading } from '../bench/scenarios/weight-loading';
-import type { Context } from '../src/index';
+import type { ScenarioResult, Span, SuiteResult } from '../schema';
+import { scenarios, runSuite } from '../suite';
+import { deviceReport, isSoftwareAdapter } from '../device';
+import { measure, measureInterleaved, median, timing, type RunInfo } from '../stats';
+import { chunkedPipeline } from '../scenarios/chunked-pipeline';
+import { overlapProbe } from '../scenarios/overlap-probe';
+import { priorities } from '../scenarios/priorities';
+import { sleepStreams } from '../scenarios/sleep-streams';
+import { weightLoading } from '../scenarios/weight-loading';
+import type { Context } from 'webgpu-streams';
 
 
-const { createNodeContext } = await import('../src/node');
+const { createNodeContext } = await import('webgpu-streams/node');
 
 const envSeed = Number(process.env.SCENARIO_SEED ?? 0);
 const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : (Math.random() * 2 ** 32) >>> 0;

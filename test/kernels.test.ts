@@ -1,0 +1,102 @@
+/**
+ * Kernels (src/kernels.ts) on real WebGPU (Dawn): a launch is checked at the call (binding count,
+ * usage, aliasing, override names, workgroup counts, binding sizes); user kernels run, uniform
+ * bindings included; a kernel that fails to compile fails only its own stream. WGSL reflection is
+ * in test/wgsl.test.ts, the built-in vector_add.wgsl itself in test/shaders.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
+import { workgroupsFor, type Context } from '../src/index.js';
+import { benchKernels } from '../bench/kernels/index';
+
+type GpuCtx = Context & { errors: string[] };
+let ctx: GpuCtx;
+useGpuContext((c) => (ctx = c));
+
+describe('launch checks', () => {
+  it('wrong binding count names the kernel and its bindings', () => {
+    const s = ctx.createStream({ label: 'k' });
+    const a = ctx.alloc(64);
+    expect(() => s.launch(ctx.kernels.vectorAdd, { bindings: [a, a], workgroups: 1 })).toThrow(
+      expect.objectContaining({ name: 'InvalidArgumentError', op: 'launch', stream: 'k', message: expect.stringContaining("kernel 'vectorAdd' takes 3 bindings (a, b, out), got 2") }),
+    );
+  });
+
+  it('a buffer without STORAGE usage is refused', () => {
+    const s = ctx.createStream();
+    const a = ctx.alloc(64), b = ctx.alloc(64);
+    const c = ctx.alloc(64, { usage: 0x8 | 0x4 });
+    expect(() => s.launch(ctx.kernels.vectorAdd, { bindings: [a, b, c], workgroups: 1 })).toThrow(/needs a STORAGE buffer/);
+  });
+
+  it('a writable binding aliased with another binding is refused', () => {
+    const s = ctx.createStream();
+    const a = ctx.alloc(64), b = ctx.alloc(64);
+    expect(() => s.launch(ctx.kernels.vectorAdd, { bindings: [a, b, a], workgroups: 1 })).toThrow(/same buffer/);
+  });
+
+  it('unknown override constants and bad workgroup counts are refused', () => {
+    const s = ctx.createStream();
+    const d = ctx.alloc(64);
+    expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: 1, constants: { iters: 3 } })).toThrow(/no override `iters`; it declares `iterations`/);
+    expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: 65536 })).toThrow(/`workgroups\[0\]` to be an integer from 0 to 65535/);
+    expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: [1, 0.5] })).toThrow(/workgroups\[1\]/);
+  });
+});
+
+describe('user kernels', () => {
+  it('runs a user kernel with a uniform binding; checks its binding sizes at the call', async () => {
+    const wgsl = `
+      struct Params { scale: f32, offset: f32 }
+      @group(0) @binding(0) var<uniform> params: Params;
+      @group(0) @binding(1) var<storage, read> x: array<f32>;
+      @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+      @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3u) {
+        if (g.x < arrayLength(&y)) { y[g.x] = x[g.x] * params.scale + params.offset; }
+      }`;
+    const k = ctx.kernel(wgsl, { label: 'axpb' });
+    expect(k.bindings.map((b) => b.kind)).toEqual(['uniform', 'read-only-storage', 'storage']);
+    expect(k.workgroupSize).toEqual([64, 1, 1]);
+    expect(k.bindings.map((b) => b.minBytes)).toEqual([8, 4, 4]);
+    const seed = randomSeed();
+    const x = rng(seed).f32Array(777, -3, 3);
+    const s = ctx.createStream();
+    const params = ctx.alloc(16, { usage: 0x40 | 0x8 }); // UNIFORM | COPY_DST
+    const dx = ctx.alloc(x.byteLength), dy = ctx.alloc(x.byteLength);
+    s.upload(new Float32Array([2.5, -1, 0, 0]), params);
+    s.upload(x, dx);
+    s.launch(k, { bindings: [params, dx, dy], workgroups: workgroupsFor(x.length, 64) });
+    const y = new Float32Array(x.length);
+    s.download(dy, y);
+    await s.synchronize();
+    const want = x.map((v) => Math.fround(Math.fround(v * 2.5) - 1));
+    expect(firstMismatch(y, want, { abs: 1e-6, rel: 1e-6 }), `seed ${seed}`).toBeNull();
+    expect(() => s.launch(k, { bindings: [dx, dx, dy], workgroups: 1 })).toThrow(/needs a UNIFORM buffer/);
+    const tiny = ctx.alloc(4, { usage: 0x40 | 0x8 });
+    expect(() => s.launch(k, { bindings: [tiny, dx, dy], workgroups: 1 })).toThrow(/needs at least 8 bytes/);
+  });
+
+  it('a kernel that fails to compile fails only its own stream; other streams keep their results', async () => {
+    const bad = ctx.kernel('@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n@compute @workgroup_size(1) fn main() { d[0] = undefined_thing; }', { label: 'broken' });
+    const good = ctx.createStream({ label: 'good', nonBlocking: true });
+    const victim = ctx.createStream({ label: 'victim', nonBlocking: true });
+    const seed = randomSeed();
+    const v = rng(seed).u32Array(64);
+    const g = ctx.alloc(256), x = ctx.alloc(256);
+    good.upload(v, g);
+    victim.launch(bad, { bindings: [x], workgroups: 1 });
+    victim.upload(v, x); // skipped: depends on the failed launch
+    const out = new Uint32Array(64);
+    good.download(g, out);
+    await good.synchronize();
+    expect(firstMismatch(out, v), `seed ${seed}`).toBeNull();
+    const err = await victim.synchronize().then(() => null, (e: unknown) => e);
+    expect(err).toMatchObject({ name: 'GpuValidationError', op: 'launch', stream: 'victim' });
+    expect((err as Error).message).toMatch(/kernel 'broken' failed to compile/);
+    // Reported once; the stream is usable again.
+    victim.upload(v, x);
+    await victim.synchronize();
+    // The compile error went to the kernel's own scope, not to the device.
+    expect(ctx.errors).toEqual([]);
+  });
+});
