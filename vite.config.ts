@@ -1,6 +1,18 @@
 /// <reference types="vitest/config" />
 import { defineConfig } from 'vite';
 import { fileURLToPath } from 'node:url';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** $XDG_RUNTIME_DIR, or a private directory made for the test run when it is unset. */
+function runtimeDir(): string {
+  const given = process.env['XDG_RUNTIME_DIR'];
+  if (given) return given;
+  const dir = join(tmpdir(), `webgpu-streams-runtime-${process.getuid?.() ?? 0}`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
 
 /** Node CLIs, each bundled into one file dist/cli/<name>.mjs (only `webgpu`, puppeteer-core and node: stay imports). */
 const CLI_ENTRIES: Record<string, string> = {
@@ -85,6 +97,8 @@ export default defineConfig(({ mode }) => {
       // One GPU device per file; SwiftShader work is CPU-bound, so files run one at a time.
       fileParallelism: false,
       pool: 'forks',
+      // Vulkan drivers and Chromium look for a runtime directory and print an error without one.
+      env: { XDG_RUNTIME_DIR: runtimeDir() },
     },
   };
 });

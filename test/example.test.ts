@@ -1,6 +1,16 @@
-/** The README's example is examples/stream-weights.ts, verbatim; it runs and matches the CPU reference. */
-import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+/**
+ * The examples: the README's is examples/two-streams.ts, verbatim; each Node example runs with
+ * `npm run example -- <name>` and checks its own result; the browser example runs in headless
+ * Chromium; streamWeights matches the CPU reference.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'vite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChrome } from '../bench/browser.js';
+import { serveDir } from '../bench/serve.js';
+import { browserMissing, root, runCommand } from './e2e/util.js';
 import { streamWeights } from '../examples/stream-weights.js';
 import { gpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import type { Context } from '../src/index.js';
@@ -11,10 +21,38 @@ beforeAll(async () => {
 });
 afterAll(() => ctx.destroy());
 
-it('README shows examples/stream-weights.ts verbatim', () => {
-  const example = readFileSync(new URL('../examples/stream-weights.ts', import.meta.url), 'utf8').trim();
+it('README shows examples/two-streams.ts verbatim', () => {
+  const example = readFileSync(new URL('../examples/two-streams.ts', import.meta.url), 'utf8').trim();
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
   expect(readme).toContain(example);
+});
+
+it.each([
+  ['two-streams', /two-streams: ok, every result\[i\] === a\[i\] \+ b\[i\]/],
+  ['stream-weights', /stream-weights: ok, 8 layers through 2 slots/],
+])('npm run example -- %s runs and checks its result', async (name, ok) => {
+  const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000 });
+  expect(r.output, r.output).toMatch(ok);
+  expect(r.code).toBe(0);
+}, 150_000);
+
+describe.skipIf(browserMissing() !== null)('the browser example', () => {
+  it('runs the two-stream pipeline in headless Chromium and checks it', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'webgpu-streams-example-'));
+    await build({ configFile: join(root, 'vite.config.ts'), mode: 'browser-example', logLevel: 'warn', build: { outDir: out, emptyOutDir: true } });
+    const server = await serveDir(out);
+    const chrome = await launchChrome();
+    try {
+      const page = await chrome.newPage();
+      await page.goto(`${server.origin}/`, { waitUntil: 'load' });
+      await page.waitForFunction('window.exampleResult !== undefined', { timeout: 60_000 });
+      expect(await page.evaluate('window.exampleResult')).toMatch(/^ok: 1048576 sums match the CPU/);
+    } finally {
+      await chrome.close();
+      await server.close();
+      rmSync(out, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 it.each([1, 2, 5])('streams %i layers through two slots and matches the CPU reference', async (layers) => {

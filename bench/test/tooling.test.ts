@@ -91,7 +91,8 @@ describe('report text and files', () => {
   it('formats the table with one row per variant', () => {
     const lines = formatTable(sample()).split('\n');
     expect(lines[0]).toMatch(/^scenario\s+variant\s+median ms\s+ideal\s+speedup\s+eff\.\s+mem MiB\s+GB\/s\s+verified$/);
-    expect(lines).toHaveLength(4);
+    expect(lines).toHaveLength(5);
+    expect(lines[4]).toMatch(/^ideal: .*eff\.: \(baseline - this\) \/ \(baseline - ideal\).*n\/a: the possible gain is within the run's noise/);
     expect(lines[2]).toMatch(/^chunked-pipeline\s+sync\s+10\.00\s+-\s+-\s+-\s+3\.0\s+-\s+yes$/);
     expect(lines[3]).toMatch(/streams=4\s+6\.000\s+5\.000\s+1\.67x\s+80%\s+-\s+12\.50$/);
   });
@@ -122,7 +123,7 @@ describe('report text and files', () => {
     expect(traceEvents.find((e) => e.name === 'process_name')?.args).toEqual({ name: 'chunked-pipeline: Chunked pipeline' });
   });
 
-  it('names files by day, adapter and runner', () => {
+  it('names files by time, adapter and runner, and marks quick runs', () => {
     expect(adapterSlug({ vendor: 'google', architecture: 'swiftshader', description: 'SwiftShader Device (Subzero)' })).toBe(
       'google-swiftshader-device-subzero',
     );
@@ -131,11 +132,12 @@ describe('report text and files', () => {
     expect(adapterSlug({ vendor: 'nvidia', architecture: '', description: 'NVIDIA: 580.159.04 580.159.4.0', notes: { device: 'nvidia-h200' } })).toBe('nvidia-h200');
     expect(adapterSlug({ vendor: 'google', architecture: 'swiftshader', description: 'SwiftShader driver 5.0.0' })).toBe('google-swiftshader-driver');
     expect(adapterSlug({ vendor: 'nvidia', architecture: 'hopper', description: 'NVIDIA H200', notes: { device: '0x2335' } })).toBe('nvidia-hopper-h200');
-    expect(resultStem(sample())).toBe('2026-01-02-nvidia-hopper-h200-node');
+    expect(resultStem(sample())).toBe('2026-01-02T030405-nvidia-hopper-h200-node-quick');
+    expect(resultStem({ ...sample(), quick: false })).toBe('2026-01-02T030405-nvidia-hopper-h200-node');
     expect(resultPaths(sample(), '/tmp/x')).toEqual({
-      json: '/tmp/x/2026-01-02-nvidia-hopper-h200-node.json',
-      trace: '/tmp/x/2026-01-02-nvidia-hopper-h200-node-trace.json',
-      png: '/tmp/x/2026-01-02-nvidia-hopper-h200-node-timeline.png',
+      json: '/tmp/x/2026-01-02T030405-nvidia-hopper-h200-node-quick.json',
+      trace: '/tmp/x/2026-01-02T030405-nvidia-hopper-h200-node-quick-trace.json',
+      png: '/tmp/x/2026-01-02T030405-nvidia-hopper-h200-node-quick-timeline.png',
     });
   });
 

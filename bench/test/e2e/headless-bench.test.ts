@@ -50,8 +50,8 @@ describe.skipIf(skipReason !== null)('headless bench runner (quick, SwiftShader)
   });
 
   it('writes a result that matches the schema, every scenario verified', () => {
-    const json = files.find((f) => f.endsWith('-headless.json'));
-    expect(json, `no *-headless.json in ${outDir}: ${files.join(', ')}${tail()}`).toBeDefined();
+    const json = files.find((f) => f.endsWith('-headless-quick.json'));
+    expect(json, `no *-headless-quick.json in ${outDir}: ${files.join(', ')}${tail()}`).toBeDefined();
     const result = JSON.parse(readFileSync(json!, 'utf8')) as SuiteResult;
     expect(validateSuiteResult(result)).toEqual([]);
     expect(result.quick).toBe(true);
@@ -65,7 +65,7 @@ describe.skipIf(skipReason !== null)('headless bench runner (quick, SwiftShader)
   });
 
   it('writes a Chrome trace with named lanes', () => {
-    const trace = find('-headless-trace.json');
+    const trace = find('-headless-quick-trace.json');
     expect(trace, tail()).toBeDefined();
     const { traceEvents } = JSON.parse(readFileSync(trace!, 'utf8')) as { traceEvents: Array<Record<string, unknown>> };
     const spans = traceEvents.filter((e) => e['ph'] === 'X');
@@ -78,7 +78,7 @@ describe.skipIf(skipReason !== null)('headless bench runner (quick, SwiftShader)
   });
 
   it('screenshots a non-blank timeline', () => {
-    const png = find('-headless-timeline.png');
+    const png = find('-headless-quick-timeline.png');
     expect(png, `no timeline PNG${tail()}`).toBeDefined();
     const image = decodePng(readFileSync(png!));
     expect(image.width).toBeGreaterThan(50);

@@ -64,12 +64,12 @@ describe.skipIf(skipReason !== null)('Node bench runner (quick, Dawn)', () => {
     expect(run.signal, tail()).toBeNull();
     expect(run.code, tail()).toBe(0);
     const files = readdirSync(outDir);
-    const json = files.find((f) => f.endsWith('-node.json'));
-    expect(json, `no *-node.json in ${outDir}: ${files.join(', ')}${tail()}`).toBeDefined();
+    const json = files.find((f) => f.endsWith('-node-quick.json'));
+    expect(json, `no *-node-quick.json in ${outDir}: ${files.join(', ')}${tail()}`).toBeDefined();
     const result = JSON.parse(readFileSync(join(outDir, json!), 'utf8')) as SuiteResult;
     expect(validateSuiteResult(result)).toEqual([]);
     expect(result.device.runner).toBe('node');
     expect(result.scenarios.filter((s) => !s.verification.ok).map((s) => `${s.id}: ${s.verification.detail}`)).toEqual([]);
-    expect(files.some((f) => f.endsWith('-node-trace.json'))).toBe(true);
+    expect(files.some((f) => f.endsWith('-node-quick-trace.json'))).toBe(true);
   });
 });
