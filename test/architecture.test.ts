@@ -21,10 +21,12 @@ function tsFiles(dir: string): string[] {
   });
 }
 
-/** The specifiers a file imports or re-exports, type-only imports included. */
+/** The specifiers a file imports or re-exports, type-only and dynamic imports included. */
 function imports(file: string): string[] {
   const code = readFileSync(join(root, file), 'utf8');
-  return [...code.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'/gm)].map((m) => m[1]!);
+  const statics = [...code.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'/gm)].map((m) => m[1]!);
+  const dynamics = [...code.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g)].map((m) => m[1]!);
+  return [...statics, ...dynamics];
 }
 
 /** The src/ files `file` imports. */

@@ -15,6 +15,8 @@
  *   `report` is set, `{ schema: 'webgpu-streams/bench@1', error, ... }` is POSTed, so harnesses
  *   never hang.
  */
+import { createContext } from 'webgpu-streams';
+import { toChromeTrace } from '../report';
 import type { DeviceReport, Progress, ScenarioResult, SuiteResult } from '../schema';
 import { deviceKind, firstLine, renderScenario } from './table';
 import { TimelineView, formatDuration, laneOrder } from './timeline';
@@ -347,9 +349,8 @@ function fileStem(r: SuiteResult): string {
   return `webgpu-streams-${dev}-${r.date.replace(/[:.]/g, '-').slice(0, 19)}`;
 }
 
-/** Chrome Trace Event JSON via bench/report.ts (shared with the Node runners), loaded on first use. */
+/** Chrome Trace Event JSON via bench/report.ts (shared with the Node runners). */
 async function chromeTrace(result: SuiteResult): Promise<unknown> {
-  const { toChromeTrace } = await import('../report');
   return toChromeTrace(result);
 }
 
@@ -494,9 +495,9 @@ async function loadBackend(): Promise<Backend> {
     webGpuHelp('no-adapter');
     throw new WebGpuUnavailable('no WebGPU adapter (requestAdapter() returned null): check chrome://gpu; on Linux pass --enable-unsafe-webgpu');
   }
-  // Loaded lazily so a browser without WebGPU still gets this page's explanation.
-  const [lib, suite, dev] = await Promise.all([import('../../src/index'), import('../suite'), import('../device')]);
-  const ctx = await lib.createContext({ trace: opts.gpuTimestamps ? { gpuTimestamps: true } : true });
+  // The suite is loaded lazily so a browser without WebGPU still gets this page's explanation.
+  const [suite, dev] = await Promise.all([import('../suite'), import('../device')]);
+  const ctx = await createContext({ trace: opts.gpuTimestamps ? { gpuTimestamps: true } : true });
   return {
     mock: false,
     scenarios: suite.scenarios,

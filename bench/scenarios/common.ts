@@ -3,7 +3,7 @@
  * stream's work, sampled verification against the CPU references, trace capture and number
  * formatting. No DOM, no Node imports: the page, headless Chromium and Node/Dawn all run this.
  */
-import type { Progress, ScenarioResult, Span, Variant } from '../schema';
+import type { Progress, ScenarioResult, Span, Timing, Variant } from '../schema';
 import type { Context, Stream, DeviceBuffer, GpuEvent } from 'webgpu-streams';
 import { WORKGROUP_SIZE, dispatchSize, type Tolerance } from '../reference';
 import { median } from '../stats';
@@ -80,18 +80,16 @@ export function round(x: number, digits = 4): number {
   return Math.round(x * p) / p;
 }
 
-/** The interquartile range of `samples` (the run's noise), ms. */
-function spread(samples: readonly number[]): number {
-  if (samples.length < 4) return 0;
-  const s = [...samples].sort((a, b) => a - b);
-  return s[Math.floor((s.length * 3) / 4)]! - s[Math.floor(s.length / 4)]!;
+/** How far a variant's samples spread (half their range), ms: the run's noise for that variant. */
+function spread(t: Timing): number {
+  return t.samples.length > 1 ? (t.max - t.min) / 2 : 0;
 }
 
 /**
  * Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). Efficiency,
  * (t_base - t) / (t_base - t_ideal), is left out (shown as n/a) where the possible gain t_base -
- * t_ideal is within the run's noise (3% of t_base, or the interquartile range of either variant's
- * samples): a ratio over noise reads as -970%. Speedup is left out where a median is not positive.
+ * t_ideal is within the run's noise (5% of t_base, or half the spread of either variant's samples):
+ * a ratio over noise reads as -970%. Speedup is left out where a median is not positive.
  */
 export function compare(variants: Variant[]): Variant[] {
   for (const v of variants) {
@@ -102,7 +100,7 @@ export function compare(variants: Variant[]): Variant[] {
     const t = v.time.median;
     if (tb > 0 && t > 0 && Number.isFinite(tb) && Number.isFinite(t)) v.speedup = round(tb / t);
     const ideal = v.ideal;
-    const noise = Math.max(0.03 * tb, spread(base.time.samples), spread(v.time.samples));
+    const noise = Math.max(0.05 * tb, spread(base.time), spread(v.time));
     if (ideal !== null && v.speedup !== undefined && tb - ideal > noise) v.efficiency = round((tb - t) / (tb - ideal));
   }
   return variants;
