@@ -229,7 +229,8 @@ export class Context {
     this.trace = new Trace();
     if (traceLimit !== undefined) this.trace.limit = traceLimit;
     this.#staging = new StagingPool(device, this.memory, stagingPoolBytes);
-    this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery, traceGpu }, traceOn ? this.trace : null, label);
+    this.trace.gpuTimestamps = traceGpu;
+    this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label);
     const scheduler = this.#scheduler;
     internals.set(this, { scheduler, staging: this.#staging });
     this.#host = {

@@ -67,6 +67,13 @@ export class Trace {
   #clock: ClockSource | null = null;
   /** Keep about this many op records and submits (the oldest are dropped, in chunks of a quarter). @default 100000 */
   limit = 100_000;
+  /**
+   * Time every GPU op with timestamp queries while true (needs the device's 'timestamp-query');
+   * else GPU spans are estimated from submit and completion. Each timed op costs an extra empty
+   * pass or two: turn it on around the part you want on a timeline. @default the context's
+   * `trace.gpuTimestamps` option (false)
+   */
+  gpuTimestamps = false;
 
   /** @internal */
   addSubmit(ops: readonly Op[]): void {

@@ -22,3 +22,32 @@ describe('trace memory is bounded', () => {
     c.destroy();
   });
 });
+
+describe('trace.gpuTimestamps', () => {
+  it('times the GPU ops enqueued while it is on, and only those, in submit order without overlap', async () => {
+    const c = await gpuContext({ trace: true });
+    try {
+      const s = c.createStream({ label: 'timed' });
+      const a = c.alloc(4096), b = c.alloc(4096);
+      s.copy(a, b); // before: estimated
+      await s.synchronize();
+      c.trace.gpuTimestamps = c.features.timestampQuery;
+      const timedIds = [s.copy(b, a), s.copy(a, b), s.copy(b, a)];
+      await s.synchronize();
+      c.trace.gpuTimestamps = false;
+      s.copy(a, b); // after: estimated
+      await s.synchronize();
+      const byId = new Map(c.trace.records.map((r) => [r.id, r]));
+      if (!c.features.timestampQuery) return; // nothing to time: the toggle is a no-op
+      const timed = timedIds.map((id) => byId.get(id)!);
+      for (const r of timed) expect(r.gpuBegin !== null && r.gpuEnd !== null, `op ${r.id}`).toBe(true);
+      for (let i = 1; i < timed.length; i++) expect(timed[i]!.gpuBegin! >= timed[i - 1]!.gpuEnd!, 'one queue: no overlap').toBe(true);
+      const untimed = c.trace.records.filter((r) => !timedIds.includes(r.id) && r.kind === 'copy');
+      expect(untimed).toHaveLength(2);
+      for (const r of untimed) expect(r.gpuBegin).toBeNull();
+      expect(c.errors).toEqual([]);
+    } finally {
+      c.destroy();
+    }
+  });
+});

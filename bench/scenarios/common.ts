@@ -247,16 +247,22 @@ export class TraceRecorder {
 
   /**
    * Runs `fn` and keeps the spans of what it did. Pass `keep = false` to run without recording.
-   * Costs nothing measurable: the library's spans are collected later, in {@link result}.
+   * The spans are collected later, in {@link result}; where the device has timestamp queries, the
+   * recorded run times every GPU op with them (an empty pass or two per op), so the timeline is measured.
    */
   async record<T>(fn: () => Promise<T>, keep = true): Promise<T> {
     if (!keep) return fn();
     const from = performance.now();
     const host: Span[] = [];
     this.#current = host;
+    // The timeline gets GPU timestamps wherever the device has them (only while recording).
+    const trace = this.ctx.trace;
+    const wasTimed = trace.gpuTimestamps;
+    if (this.ctx.features.timestampQuery) trace.gpuTimestamps = true;
     try {
       return await fn();
     } finally {
+      trace.gpuTimestamps = wasTimed;
       this.#current = null;
       this.#segments.push({ from, to: performance.now(), host });
     }

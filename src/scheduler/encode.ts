@@ -37,8 +37,8 @@ export class Batch {
 export interface EncodeOptions {
   /** The device has 'timestamp-query' (and timing is on). */
   timestampQuery: boolean;
-  /** Time every GPU op (trace `gpuTimestamps`). */
-  traceGpu: boolean;
+  /** The trace, when tracing: its `gpuTimestamps` says whether to time every GPU op now. */
+  trace: { readonly gpuTimestamps: boolean } | null;
   /** Label transient encoders and passes (tracing: a label costs Dawn a few microseconds per pass). */
   labels: boolean;
 }
@@ -64,7 +64,7 @@ export class Encoder {
 
   /** Whether `op` takes timestamp queries (a batch holds at most QUERIES_PER_BATCH). */
   wantsTimestamps(op: Op): boolean {
-    return (op.kind === 'record' && op.payload.kind === 'record' && op.payload.timing) || (this.options.traceGpu && this.options.timestampQuery && op.isGpu);
+    return (op.kind === 'record' && op.payload.kind === 'record' && op.payload.timing) || (this.#timed() && op.isGpu);
   }
 
   /** Room for another timed op in `b`? */
@@ -78,7 +78,7 @@ export class Encoder {
     const p = op.payload;
     if (op.times) op.times.batchId = b.id;
     b.ops.push(op);
-    const timed = this.options.traceGpu && this.options.timestampQuery;
+    const timed = this.#timed();
     switch (p.kind) {
       case 'launch': {
         const bindGroup = p.kernel.bindGroup(p.bindings);
@@ -153,6 +153,11 @@ export class Encoder {
       ts.readback.destroy();
     }
     this.#tsPool = [];
+  }
+
+  /** Time every GPU op now: the trace asks for it and the device can. */
+  #timed(): boolean {
+    return this.options.timestampQuery && this.options.trace !== null && this.options.trace.gpuTimestamps;
   }
 
   #allocQueries(b: Batch, n: number): number {

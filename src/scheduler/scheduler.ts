@@ -28,7 +28,6 @@ export interface SchedulerOptions {
   maxSubmitsInFlight: number;
   maxOpsPerSubmit: number;
   timestampQuery: boolean;
-  traceGpu: boolean;
 }
 
 type Resolver = { resolve: () => void; reject: (e: unknown) => void };
@@ -66,7 +65,7 @@ export class Scheduler implements QueueOwner {
     /** The context's label, for messages. */
     readonly label: string,
   ) {
-    this.#encoder = new Encoder(device, staging, { timestampQuery: options.timestampQuery, traceGpu: options.traceGpu, labels: trace !== null });
+    this.#encoder = new Encoder(device, staging, { timestampQuery: options.timestampQuery, trace, labels: trace !== null });
     this.#completer = new Completer(this, this.#encoder);
     this.defaultQueue = this.createQueue('default', 0, false, true);
   }
