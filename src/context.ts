@@ -75,7 +75,7 @@ export interface ContextOptions {
   uploadPieceBytes?: number;
   /**
    * Free staging the pool keeps for reuse (pageable uploads and downloads), bytes; more is
-   * destroyed when it comes back (also `ctx.staging.maxPooledBytes`, `ctx.staging.trim()`). A
+   * destroyed when it comes back. A
    * transfer larger than this gets a new staging buffer on every call, and a new mapped buffer
    * costs far more than the copy (docs/PERFORMANCE.md, "Pageable uploads"). Raise it for repeated
    * transfers that large, or upload from a pinned buffer. @default 512 MiB
