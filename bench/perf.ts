@@ -13,7 +13,7 @@
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
 import type { DeviceReport, Progress } from './schema';
-import { deviceLine, num, seedOf, type ContextFactory, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
+import { BOUND_FRACTION, RAW_SLACK, deviceLine, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
 import { overlapGroup } from './perf/p1-overlap';
 import { readbackGroup, uploadGroup } from './perf/p2-p3-transfer';
 import { weightsGroup } from './perf/p4-weights';
@@ -21,7 +21,7 @@ import { libraryCostGroup } from './perf/p5-library-cost';
 import { eventTimingGroup } from './perf/p6-event-timing';
 import { schedulerGrowthGroup } from './perf/growth-scheduler';
 
-export type { ContextFactory, PerfGroup, PerfMetric, PerfTable, PerfOptions, PerfGroupResult } from './perf/common';
+export type { BoundedReport, BoundedRow, ContextFactory, PerfGroup, PerfMetric, PerfTable, PerfOptions, PerfGroupResult } from './perf/common';
 
 /** Every metric group, in the order the suite runs them. */
 export const perfGroups: readonly PerfGroup[] = [overlapGroup, uploadGroup, readbackGroup, weightsGroup, libraryCostGroup, eventTimingGroup, schedulerGrowthGroup];
@@ -138,8 +138,25 @@ export async function runPerf(ctx: Context, options: PerfSuiteOptions = {}): Pro
 /** One line per metric: `P1  0.93 ratio  target >= 0.90  PASS  (detail)`. */
 export function formatMetricLine(m: PerfMetric): string {
   const status = m.skipped ? 'N/A' : !m.verified ? 'UNVERIFIED' : m.pass ? 'PASS' : 'FALL SHORT';
-  const value = Number.isFinite(m.value) ? num(m.value) : '-';
+  // JSON has no NaN: a value read back from a result file is null there.
+  const value = m.value !== null && Number.isFinite(m.value) ? (m.bounded ? ratioText(m.value) : num(m.value)) : m.skipped ? '-' : 'n/a';
   return `${m.id.padEnd(14)} ${`${value} ${m.unit}`.padEnd(18)} target ${m.target.padEnd(40)} ${status}`;
+}
+
+/**
+ * A bounded metric's rows (P1: one per size): measured, its bound from this run, the ratio to the
+ * bound, raw WebGPU and library / raw, and the verdict by the rule.
+ */
+export function formatBounded(b: BoundedReport): string[] {
+  const lines = [`    rule: ${b.rule}`];
+  for (const r of b.rows) {
+    const at = r.label ? `${r.label}: ` : '';
+    // A row without a bound says why in `bound` ('no bound: ...').
+    const bound = r.ofBound === null ? r.bound : `bound ${r.bound}; ${ratioText(r.ofBound, BOUND_FRACTION)} of bound`;
+    const lr = r.libOverRaw === null ? 'n/a' : `${ratioText(r.libOverRaw, RAW_SLACK)}x`;
+    lines.push(`    ${at}measured ${r.measured}; ${bound}; ${r.raw}, library / raw ${lr} (paired); ${r.verdict}`);
+  }
+  return lines;
 }
 
 /** The metrics, the tables and the errors as plain text. */
@@ -149,6 +166,7 @@ export function formatPerf(result: PerfResult): string {
   lines.push('');
   for (const m of result.metrics) {
     lines.push(formatMetricLine(m));
+    if (m.bounded) lines.push(...formatBounded(m.bounded));
     lines.push(`    ${m.name}: ${m.detail}`);
     lines.push(`    verified: ${m.verification}`);
   }
@@ -165,6 +183,23 @@ export function formatPerf(result: PerfResult): string {
   lines.push('');
   lines.push(`perf: ${pass} PASS, ${short} FALL SHORT${na ? `, ${na} N/A` : ''}${result.errors.length ? `, ${result.errors.length} group error(s)` : ''}; ${result.ok ? 'every figure verified' : 'NOT ALL FIGURES VERIFIED'}; ${num(result.wallMs / 1000)} s`);
   return lines.join('\n');
+}
+
+/** A bounded metric's report: rows with text, ratios that are numbers or null, and a pass that agrees with them. */
+function validateBounded(b: BoundedReport, at: string, metricPass: boolean): string[] {
+  const p: string[] = [];
+  if (!b || typeof b !== 'object' || typeof b.rule !== 'string' || !Array.isArray(b.rows)) return [`${at}: want { rule, rows }`];
+  if (b.rows.length === 0) p.push(`${at}.rows: empty`);
+  b.rows.forEach((r, j) => {
+    const rat = `${at}.rows[${j}]`;
+    for (const k of ['label', 'measured', 'bound', 'raw', 'verdict'] as const) if (typeof r[k] !== 'string') p.push(`${rat}.${k}: not a string`);
+    for (const k of ['ofBound', 'libOverRaw'] as const) if (r[k] !== null && !(typeof r[k] === 'number' && Number.isFinite(r[k]))) p.push(`${rat}.${k}: not a finite number or null`);
+    if (typeof r.pass !== 'boolean') p.push(`${rat}.pass: not a boolean`);
+    else if (r.pass !== r.verdict.startsWith('PASS')) p.push(`${rat}: pass ${r.pass} but verdict '${r.verdict}'`);
+    if (/\b(NaN|Infinity)\b/.test(`${r.measured} ${r.bound} ${r.raw} ${r.verdict}`)) p.push(`${rat}: unreadable figure (NaN or Infinity)`);
+  });
+  if (metricPass && b.rows.some((r) => !r.pass)) p.push(`${at}: the metric passes but a row falls short`);
+  return p;
 }
 
 function renderRows(columns: string[], rows: (number | string)[][]): string {
@@ -204,6 +239,7 @@ export function validatePerfResult(x: unknown): string[] {
       else if ((m.value === null || !Number.isFinite(m.value)) && m.pass) p.push(`${at}: pass with no value`);
       if (m.pass && !m.verified) p.push(`${at}: pass without verification`);
       if (!m.figures || typeof m.figures !== 'object') p.push(`${at}.figures: missing`);
+      if (m.bounded !== undefined) p.push(...validateBounded(m.bounded, `${at}.bounded`, m.pass));
     });
   if (!Array.isArray(r.tables)) p.push('$.tables: not an array');
   else

@@ -58,6 +58,112 @@ export interface PerfMetric {
   figures: Record<string, number | string | boolean>;
   /** Why the metric could not be measured here (then `value` is NaN and `pass` false). */
   skipped?: string;
+  /**
+   * P1, P2, P4: the bound the metric is measured against in the same run, raw WebGPU on the same
+   * work, and the verdict by {@link boundRule}, one row per size (P1) or one row.
+   */
+  bounded?: BoundedReport;
+}
+
+/** Fraction of its bound from this run that a bounded metric (P1, P2, P4) must reach. */
+export const BOUND_FRACTION = 0.95;
+/** Most library time / raw WebGPU time (median of the pairs of one round) a bounded metric allows. */
+export const RAW_SLACK = 1.02;
+
+/** One row of a bounded metric: what was measured, its bound from the same run, raw WebGPU, the verdict. */
+export interface BoundedRow {
+  /** The size ('16 MiB') where the metric has several; '' otherwise. */
+  label: string;
+  /** What was measured, in words with its figures: 'pool 9.08 GB/s (28.4 ms)'. */
+  measured: string;
+  /** The bound from this run in words, with what it is made of; or 'no bound: why'. */
+  bound: string;
+  /** Fraction of the bound reached (1: at the bound, above 1: past it); null where there is no bound. */
+  ofBound: number | null;
+  /** Raw hand-written WebGPU on the same work, in words. */
+  raw: string;
+  /** Library time / raw WebGPU time, the median of the pairs (each round runs both); null where not measured. */
+  libOverRaw: number | null;
+  /** By {@link boundRule}. */
+  pass: boolean;
+  /** 'PASS: ...' or 'FALL SHORT: ...', the reasons in words. */
+  verdict: string;
+}
+
+export interface BoundedReport {
+  /** The rule, in words. */
+  rule: string;
+  rows: BoundedRow[];
+}
+
+/** What {@link boundRule} judges. */
+export interface BoundRuleInput {
+  /** Fraction of the bound reached; null, NaN or non-finite where the bound could not be measured (the row's bound says why). */
+  ofBound: number | null;
+  /** The metric's old target, which judges it where there is no bound: met or not, and in words. */
+  fallback: { meets: boolean; text: string };
+  /** Library / raw WebGPU, paired; null or NaN where raw WebGPU was not measured. */
+  libOverRaw: number | null;
+  /** Further conditions (P4: weights memory exactly 2 slots). */
+  also?: { meets: boolean; text: string }[];
+}
+
+/**
+ * The rule of the bounded metrics (P1, P2, P4): PASS when the measurement reaches at least
+ * {@link BOUND_FRACTION} of its bound from the same run and the library takes at most
+ * {@link RAW_SLACK} x raw hand-written WebGPU on the same work (median of the pairs), and every
+ * condition in `also` holds. Where the bound could not be measured, the old target stands in
+ * for the first condition, and the verdict says so.
+ */
+export function boundRule(x: BoundRuleInput): { pass: boolean; verdict: string } {
+  const reasons: { ok: boolean; text: string }[] = [];
+  // Judged and printed at the precision the report keeps (finiteOrNull(x, 6)), so they agree.
+  const ob = x.ofBound === null ? null : round(x.ofBound, 6);
+  if (ob !== null && Number.isFinite(ob)) {
+    const ok = ob >= BOUND_FRACTION;
+    reasons.push({ ok, text: `${ratioText(ob, BOUND_FRACTION)} of bound ${ok ? '>=' : '<'} ${BOUND_FRACTION.toFixed(2)}` });
+  } else {
+    reasons.push({ ok: x.fallback.meets, text: `no bound, so judged by the old target: ${x.fallback.text}` });
+  }
+  const lr = x.libOverRaw === null ? null : round(x.libOverRaw, 6);
+  if (lr !== null && Number.isFinite(lr) && lr > 0) {
+    const ok = lr <= RAW_SLACK;
+    reasons.push({ ok, text: `library ${ratioText(lr, RAW_SLACK)}x raw ${ok ? '<=' : '>'} ${RAW_SLACK.toFixed(2)}x` });
+  } else {
+    reasons.push({ ok: false, text: 'library / raw WebGPU not measured' });
+  }
+  for (const a of x.also ?? []) reasons.push({ ok: a.meets, text: a.text });
+  const pass = reasons.every((r) => r.ok);
+  const shown = pass ? reasons : reasons.filter((r) => !r.ok);
+  return { pass, verdict: `${pass ? 'PASS' : 'FALL SHORT'}: ${shown.map((r) => r.text).join('; ')}` };
+}
+
+/** The rule in words, for the report. */
+export function boundRuleText(extra = ''): string {
+  return `PASS when >= ${BOUND_FRACTION.toFixed(2)} of the bound measured in this run and library <= ${RAW_SLACK.toFixed(2)}x raw WebGPU (median of paired runs)${extra}; without a bound, the old target stands in for the first condition`;
+}
+
+/**
+ * A ratio with 3 decimals, or 4 where 3 would round it onto `threshold` from the other side
+ * (0.9496 against 0.95 reads 0.9496, not 0.950).
+ */
+export function ratioText(x: number, threshold?: number): string {
+  if (!Number.isFinite(x)) return 'n/a';
+  if (x < -1) return '< -1';
+  const three = x.toFixed(3);
+  if (threshold !== undefined && Number(three) === Number(threshold.toFixed(3)) && x !== threshold) return x.toFixed(4);
+  return three;
+}
+
+/** Median of a / b over pairs (a[i], b[i]) of the same round; NaN where there are none. */
+export function pairedRatio(a: readonly number[], b: readonly number[]): number {
+  const r = a.map((x, i) => x / b[i]!).filter((x) => Number.isFinite(x) && x > 0);
+  return r.length ? median(r) : Number.NaN;
+}
+
+/** A number for the JSON: rounded, or null where it is not finite (JSON has no NaN). */
+export function finiteOrNull(x: number | null | undefined, digits = 4): number | null {
+  return x !== null && x !== undefined && Number.isFinite(x) ? round(x, digits) : null;
 }
 
 /** A growth table (data size, streams, queued ops). */

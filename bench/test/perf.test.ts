@@ -14,7 +14,11 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfResult } from '../perf';
+import { formatBounded, formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfMetric, type PerfResult } from '../perf';
+import { BOUND_FRACTION, RAW_SLACK, boundRule, ratioText } from '../perf/common';
+import { p1Judge, TARGET_P1 } from '../perf/p1-overlap';
+import { uploadBound } from '../perf/p2-p3-transfer';
+import { oneQueueBound } from '../perf/p4-weights';
 import { nodeHeapProbe, parsePerfArgs } from '../perf-node';
 import { gpuContext } from '../../test/fixtures/gpu';
 import type { Context } from 'webgpu-streams';
@@ -46,6 +50,94 @@ describe('perf CLI flags and selection (no GPU)', () => {
     expect(selectGroups(['P5']).map((g) => g.id)).toEqual(['library-cost']);
     expect(selectGroups(['growth']).map((g) => g.id)).toEqual(['overlap', 'scheduler-growth']);
     expect(selectGroups().length).toBe(perfGroups.length);
+  });
+});
+
+describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)', () => {
+  const old = { meets: false, text: 'old target missed' };
+
+  it('passes at >= 0.95 of the bound with library <= 1.02x raw, and at nothing less', () => {
+    expect(BOUND_FRACTION).toBe(0.95);
+    expect(RAW_SLACK).toBe(1.02);
+    expect(boundRule({ ofBound: 0.95, libOverRaw: 1.02, fallback: old })).toMatchObject({ pass: true });
+    expect(boundRule({ ofBound: 1.3, libOverRaw: 0.8, fallback: old }).verdict).toMatch(/^PASS: 1\.300 of bound >= 0\.95; library 0\.800x raw <= 1\.02x$/);
+    const short = boundRule({ ofBound: 0.9496, libOverRaw: 1.0, fallback: { meets: true, text: 'old target met' } });
+    // Judged by the bound where there is one (the old target does not rescue it); 4 decimals where 3 would read 0.950.
+    expect(short).toEqual({ pass: false, verdict: 'FALL SHORT: 0.9496 of bound < 0.95' });
+    expect(boundRule({ ofBound: 0.99, libOverRaw: 1.0201, fallback: old })).toEqual({ pass: false, verdict: 'FALL SHORT: library 1.0201x raw > 1.02x' });
+    // Both reasons are named when both miss.
+    expect(boundRule({ ofBound: 0.5, libOverRaw: 1.5, fallback: old }).verdict).toBe('FALL SHORT: 0.500 of bound < 0.95; library 1.500x raw > 1.02x');
+  });
+
+  it('without a bound, the old target stands in and the verdict says so; raw WebGPU and further conditions still count', () => {
+    for (const ofBound of [null, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(boundRule({ ofBound, libOverRaw: 1.0, fallback: { meets: true, text: 'eff 0.93 >= 0.90' } })).toEqual({ pass: true, verdict: 'PASS: no bound, so judged by the old target: eff 0.93 >= 0.90; library 1.000x raw <= 1.02x' });
+      expect(boundRule({ ofBound, libOverRaw: 1.0, fallback: { meets: false, text: 'eff 0.80 < 0.90' } }).verdict).toBe('FALL SHORT: no bound, so judged by the old target: eff 0.80 < 0.90');
+    }
+    expect(boundRule({ ofBound: 1, libOverRaw: null, fallback: old })).toEqual({ pass: false, verdict: 'FALL SHORT: library / raw WebGPU not measured' });
+    expect(boundRule({ ofBound: 1, libOverRaw: Number.NaN, fallback: old }).pass).toBe(false);
+    expect(boundRule({ ofBound: 1, libOverRaw: 1, fallback: old, also: [{ meets: false, text: 'weights in 3 slots' }] })).toEqual({ pass: false, verdict: 'FALL SHORT: weights in 3 slots' });
+  });
+
+  it('prints every ratio readably', () => {
+    expect(ratioText(Number.NaN)).toBe('n/a');
+    expect(ratioText(Number.POSITIVE_INFINITY)).toBe('n/a');
+    expect(ratioText(-7.57)).toBe('< -1');
+    expect(ratioText(0.94951, 0.95)).toBe('0.9495');
+    expect(ratioText(0.95, 0.95)).toBe('0.950');
+    expect(ratioText(1.0204, 1.02)).toBe('1.0204');
+  });
+
+  it('P1: efficiency / in-run bound at each size, judged by the old target where it cannot be rated', () => {
+    const base = { rawEfficiency: 0.9, rawInRunBoundEfficiency: 0.95, libOverRaw: 1.0, sync: 30, ideal: 15, inRunHost: 16, gpu: 13 };
+    // H100 64 MiB at 9b6f50e: eff 0.879 against an in-run bound of 0.916.
+    const a = p1Judge({ ...base, efficiency: 0.879, inRunBoundEfficiency: 0.916 });
+    expect(a.ofBound).toBeCloseTo(0.9596, 4);
+    expect(a.rawOfBound).toBeCloseTo(0.9474, 4);
+    expect(a.pass).toBe(true);
+    expect(p1Judge({ ...base, efficiency: 0.879, inRunBoundEfficiency: 0.916, libOverRaw: 1.03 }).pass).toBe(false);
+    // 256 MiB at 9b6f50e: 0.499 against 0.546 falls short.
+    expect(p1Judge({ ...base, efficiency: 0.499, inRunBoundEfficiency: 0.546 })).toMatchObject({ pass: false, verdict: 'FALL SHORT: 0.914 of bound < 0.95' });
+    // Nothing to overlap: no efficiency, no bound, the old target (which n/a cannot meet).
+    const n = p1Judge({ ...base, efficiency: Number.NaN, inRunBoundEfficiency: Number.NaN, sync: 10, ideal: 9.9 });
+    expect(n.noBound).toMatch(/nothing to overlap/);
+    expect(n).toMatchObject({ pass: false, verdict: `FALL SHORT: no bound, so judged by the old target: eff n/a < ${TARGET_P1.toFixed(2)}` });
+    // A bound that leaves no gain over sync: the old target judges the efficiency.
+    const g = p1Judge({ ...base, efficiency: 0.92, inRunBoundEfficiency: Number.NaN });
+    expect(g.noBound).toMatch(/leaves no gain over sync/);
+    expect(g.pass).toBe(true);
+    expect(g.verdict).toContain('judged by the old target: eff 0.920 >= 0.90');
+  });
+
+  it('P2: the bound is memcpy then the GPU copy, in series', () => {
+    // 256 MiB at 11.5 GB/s memcpy and 50 GB/s over PCIe: 0.81 of memcpy at best.
+    const bytes = 256 * 1024 * 1024;
+    const b = uploadBound(bytes, bytes / 11.5e6, bytes / 50e6);
+    expect(b.ms).toBeCloseTo(bytes / 11.5e6 + bytes / 50e6, 9);
+    expect(b.gbps / 11.5).toBeCloseTo(1 / (1 + 11.5 / 50), 6);
+  });
+
+  it('P4: the one-queue bound is max(first fill + kernels + copies, all fills + the last layer on the GPU)', () => {
+    // GPU-bound (H100-like): 16 layers, kernels 48.6 ms, copies 5.38 ms, fills 1.6 ms each.
+    const gpu = oneQueueBound({ computeMs: 48.6, copiesMs: 5.38, hostFillMs: 25.6, firstFillMs: 1.6, layers: 16 });
+    expect(gpu.gpuSerialMs).toBeCloseTo(53.98, 9);
+    expect(gpu.ms).toBeCloseTo(1.6 + 53.98, 9);
+    // Host-bound: slow fills dominate; the last layer's copy and kernels follow the last fill.
+    const host = oneQueueBound({ computeMs: 8, copiesMs: 2, hostFillMs: 40, firstFillMs: 2.5, layers: 10 });
+    expect(host.ms).toBeCloseTo(40 + 1, 9);
+    expect(host.ms).toBe(host.hostSide);
+  });
+
+  it('the report validator catches a pass that its verdict contradicts, and unreadable figures', () => {
+    const row = { label: '', measured: 'streaming 3 ms', bound: '2.9 ms', ofBound: 0.97, raw: 'raw 3 ms', libOverRaw: 1, pass: true, verdict: 'PASS: 0.967 of bound >= 0.95' };
+    const m: PerfMetric = { id: 'P4', name: 'n', value: 0.97, unit: 'of bound', target: '>= 0.95 of bound', pass: true, detail: 'd', device: 'x', verified: true, verification: 'v', figures: {}, bounded: { rule: 'r', rows: [row] } };
+    const result = { schema: 'webgpu-streams/perf@1', date: new Date().toISOString(), quick: true, seed: 1, device: {}, card: 'x', metrics: [m], tables: [], errors: [], ok: true, wallMs: 1 };
+    expect(validatePerfResult(result)).toEqual([]);
+    expect(formatBounded(m.bounded!)).toEqual(['    rule: r', '    measured streaming 3 ms; bound 2.9 ms; 0.970 of bound; raw 3 ms, library / raw 1.000x (paired); PASS: 0.967 of bound >= 0.95']);
+    const bad = (r: object): string[] => validatePerfResult({ ...result, metrics: [{ ...m, bounded: { rule: 'r', rows: [{ ...row, ...r }] } }] });
+    expect(bad({ pass: false })).toEqual(expect.arrayContaining([expect.stringMatching(/pass false but verdict/), expect.stringMatching(/metric passes but a row falls short/)]));
+    expect(bad({ bound: 'NaN ms' })).toEqual([expect.stringMatching(/unreadable figure/)]);
+    expect(bad({ ofBound: Number.NaN })).toEqual([expect.stringMatching(/ofBound: not a finite number or null/)]);
   });
 });
 
@@ -105,6 +197,57 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     const f = result.metrics.find((m) => m.id === 'P4')!.figures;
     expect(f['weightsMemoryBytes']).toBe(2 * (f['layerBytes'] as number));
     expect(f['deviceMemoryGrowthWhileStreaming']).toBe(0);
+  });
+
+  it('P1, P2 and P4 report their bound from the run, raw WebGPU and library / raw, and pass by the rule', () => {
+    const text = formatPerf(result);
+    for (const id of ['P1', 'P2', 'P4']) {
+      const m = result.metrics.find((x) => x.id === id)!;
+      const b = m.bounded!;
+      expect(b, id).toBeDefined();
+      expect(b.rule, id).toMatch(/>= 0\.95 of the bound .* library <= 1\.02x raw WebGPU/);
+      expect(m.unit === 'of bound' || /no bound/.test(m.target), id).toBe(true);
+      for (const r of b.rows) {
+        const at = `${id} ${r.label}`;
+        // Raw WebGPU ran on the same work, paired with the library.
+        expect(r.libOverRaw, at).not.toBeNull();
+        expect(r.libOverRaw!, at).toBeGreaterThan(0);
+        expect(r.raw, at).toMatch(/\d/);
+        expect(r.verdict, at).toMatch(/^(PASS|FALL SHORT): /);
+        expect(r.pass, at).toBe(r.verdict.startsWith('PASS'));
+        // A bound, or the reason there is none (and the old target judged).
+        if (r.ofBound === null) {
+          expect(r.bound, at).toMatch(/^no bound: \S/);
+          expect(r.verdict, at).toMatch(/no bound, so judged by the old target|^PASS/);
+        } else expect(Number.isFinite(r.ofBound), at).toBe(true);
+        expect(`${r.measured} ${r.bound} ${r.raw} ${r.verdict}`, at).not.toMatch(/NaN|Infinity/);
+      }
+      // The metric passes exactly when every row does (and its outputs verified).
+      expect(m.pass, id).toBe(m.verified && b.rows.every((r) => r.pass));
+      for (const line of formatBounded(b)) expect(text, id).toContain(line);
+    }
+    expect(result.metrics.find((m) => m.id === 'P1')!.bounded!.rows.map((r) => r.label)).toEqual(['256 KiB', '1 MiB']);
+    expect(text).not.toMatch(/\bNaN\b|\bInfinity\b/);
+    // The metric lines print the ratio to the bound (or n/a), never NaN.
+    expect(text).toMatch(/^P1 +(n\/a|< -1|-?\d+\.\d+) (of bound +target >= 0\.95 of bound|eff \(no bound\) +target >= 0\.90 eff \(no bound\)), <= 1\.02x raw/m);
+    if (ctx!.features.timestampQuery) {
+      // SwiftShader has timestamps: P2 and P4 measured their bounds.
+      const p2 = result.metrics.find((m) => m.id === 'P2')!;
+      const f2 = p2.figures;
+      expect(f2['gpuCopyMs'] as number).toBeGreaterThan(0);
+      expect(f2['boundMs'] as number).toBeCloseTo((f2['memcpyMs'] as number) + (f2['gpuCopyMs'] as number), 3);
+      expect(p2.value).toBeCloseTo((f2['boundMs'] as number) / (f2['poolMs'] as number), 2);
+      expect(f2['rawGBps'] as number).toBeGreaterThan(0);
+      const p4 = result.metrics.find((m) => m.id === 'P4')!;
+      const f4 = p4.figures;
+      expect(f4['gpuCopiesMs'] as number).toBeGreaterThan(0);
+      expect(f4['gpuSerialMs'] as number).toBeCloseTo((f4['computeMs'] as number) + (f4['gpuCopiesMs'] as number), 3);
+      expect(f4['boundMs'] as number).toBeGreaterThanOrEqual(f4['gpuSerialMs'] as number);
+      expect(p4.value).toBeCloseTo((f4['boundMs'] as number) / (f4['streamingMs'] as number), 2);
+      expect(f4['rawMs'] as number).toBeGreaterThan(0);
+      expect(p4.verification).toMatch(/raw WebGPU streaming \(two slots, one queue\)/);
+      expect(p2.verification).toMatch(/raw WebGPU upload .*GPU copy out of staging/);
+    }
   });
 
   it('P5 measured captureStacks on and off, and the raw floor', () => {
