@@ -79,11 +79,6 @@ export class Scheduler implements QueueOwner {
     return this.#completer.inFlight;
   }
 
-  /** Converts a GPU timestamp (ns) to the host's performance.now() clock (ms), estimated. */
-  gpuToHostMs(ns: bigint): number | null {
-    return this.#completer.gpuToHostMs(ns);
-  }
-
   createQueue(label: string, priority: number, nonBlocking: boolean, isDefault = false): StreamQueue {
     const q = new StreamQueue(this, label, priority, nonBlocking, isDefault);
     this.streams.push(q);
