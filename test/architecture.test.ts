@@ -80,6 +80,13 @@ describe('src/ structure', () => {
       expect(code, f).not.toMatch(/\b(H100|H200|A100|RTX|GB\/s)\b|[0-9a-f]{7,12} *(commit|run)|BENCHMARKS\.md/);
     }
   });
+  it('keeps devices, commit hashes and old file names out of the comments of bench/, test/ and examples/', () => {
+    const files = ['bench', 'test', 'examples'].flatMap((d) => tsFiles(join(root, d)));
+    for (const f of files) {
+      const comments = (readFileSync(join(root, f), 'utf8').match(/\/\/.*|\/\*[\s\S]*?\*\//g) ?? []).join('\n');
+      expect(comments, f).not.toMatch(/\b(H100|H200|A100|L20|RTX)\b|\bat [0-9a-f]{7,12}\b|[0-9a-f]{7,12} *(commit|run)|BENCHMARKS\.md/);
+    }
+  });
 });
 
 describe('bench/', () => {

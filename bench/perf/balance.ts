@@ -5,9 +5,9 @@
  * GPU time is modelled as `fixed + perIteration * iterations`. The fit probes until the
  * iterations clearly dominate the fixed cost, then refines with the secant through the last two
  * points, in both directions, until within the tolerance. Measurements are noisy, so the fit never
- * trusts a probe whose increment could be noise: on the H100, 256 iterations of 16 MiB add ~0.3 ms
- * to ~0.5 ms of submits and waits, and a fit on that once chose 65536 iterations (GPU 78 ms against
- * 3 ms of host work, P1 at 1642417), which the old upward-only refinement could not undo.
+ * trusts a probe whose increment could be noise: on a fast GPU, 256 iterations of 16 MiB add less
+ * than the submits and waits around them, and a fit on that once chose 65536 iterations (GPU work
+ * 25x the host's), which an upward-only refinement could not undo.
  */
 
 export interface CostModel {

@@ -236,8 +236,8 @@ export function skippedMetric(ctx: Context, id: string, name: string, unit: stri
  *
  * `settle` untimed runs of a variant go right before each of its timed runs (called with
  * `warmup: true`): a pipeline that starts right after another variant moved hundreds of MiB
- * through other buffers starts slow (measured on an H100: the first chunks of a pipeline run
- * after the one-pass version took 3-6 ms longer, raw WebGPU and library alike), so each design
+ * through other buffers starts slow (the first chunks of a pipeline run after the one-pass
+ * version take longer, raw WebGPU and library alike), so each design
  * is timed in its own steady state rather than in the other's wake.
  */
 export async function interleaved<K extends string>(

@@ -63,7 +63,7 @@ export const schedulerGrowthGroup: PerfGroup = {
         byOps.push(await bench.measure(n, p.streamsForQueued, p.repeats));
       }
       // Queued ops stay alive until they complete: their size is what each young-generation GC
-      // copies while they wait (BENCHMARKS.md, "SwiftShader"). Measured once, at the most ops
+      // copies while they wait (docs/PERFORMANCE.md). Measured once, at the most ops
       // (the heap reading has some kilobytes of noise).
       const most = p.queued[p.queued.length - 1]!;
       const retained = opts.heap ? await bench.retainedBytes(most, p.streamsForQueued, opts.heap) : null;

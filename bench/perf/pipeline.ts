@@ -192,7 +192,7 @@ export class LibPipeline {
     out.set(ce === view.length ? view : view.subarray(0, ce), this.offsets[k]!);
     // Done with it: let the range go now, as raw WebGPU unmaps after its read-out. Mid-run the next
     // download would detach it anyway; at the end of a run this keeps the ring's download ranges
-    // from staying attached (1-2 major GCs per 1 GiB run with 4 x 32 MiB, at afc9048).
+    // from staying attached (major GCs: docs/PERFORMANCE.md).
     slot.down.unmap();
     slot.pending = -1;
   }
@@ -231,8 +231,7 @@ export class LibPipeline {
       // Then per chunk: fill and enqueue the upload, read the slot's previous result out, enqueue
       // the kernel and the download. Each enqueue hands its pinned buffer's mapped range back at
       // once, so one is attached at a time: V8 counts each as external memory and starts a major
-      // GC whenever that grows 64 MiB above its low point (BENCHMARKS.md, "Mapped ranges and V8's
-      // GC"); a 32 MiB upload range beside a 32 MiB download range cost 10-29 GCs per 1 GiB run.
+      // GC whenever that grows 64 MiB above its low point (docs/PERFORMANCE.md).
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;

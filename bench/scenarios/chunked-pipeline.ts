@@ -2,8 +2,7 @@
  * Scenario 2: sync vs multi-stream chunked pipeline (reference 003, 05_stream_overlap.cu): 4M
  * floats go up, through the compute-intensive kernel and back, as one synchronous pass and as N
  * chunks on N streams (N = 1, 2, 4, 8). Host work (filling pinned staging, reading results out)
- * can overlap GPU work; the kernel's `iterations` can balance the two. CUDA: 19.62 -> 7.78 ms
- * (2.52x) on an L20, 0.938 -> 0.504 ms (1.86x) on an H200.
+ * can overlap GPU work; the kernel's `iterations` can balance the two. CUDA's figures: bench/README.md.
  */
 import type { ScenarioResult, Variant } from '../schema';
 import type { Context, DeviceBuffer, PinnedBuffer, Stream } from 'webgpu-streams';

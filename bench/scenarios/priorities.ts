@@ -4,8 +4,7 @@
  *   second stream, at equal priority and at the highest priority. A context on the same device with
  *   one submit in flight and one op per submit keeps the queued work on the host, where the
  *   scheduler picks the highest-priority ready op for each submit. The submission order (from the
- *   trace) and the urgent kernel's latency show whether it overtook. CUDA on an L20: high-priority
- *   stream 2.40 ms vs low 5.62 ms.
+ *   trace) and the urgent kernel's latency show whether it overtook (CUDA's figures: bench/README.md).
  * - Host callbacks: a prefetch pipeline in which `hostFn` callbacks hand each next batch to the GPU
  *   (fill its pinned buffer, enqueue its upload, kernel and download) while the current batch
  *   computes, vs the same batches one after the other.

@@ -1,8 +1,7 @@
 /**
  * Scenario 3: sleep kernels on 1 stream vs N streams (reference 001). Each task uploads 4 MiB,
  * runs a sleep kernel calibrated to a target duration over it, and downloads 4 MiB; the tasks run
- * back to back on one stream, then one per stream. CUDA on an L20: 5.00 ms -> 3.65 ms (1.37x);
- * on an H200: 1.06x.
+ * back to back on one stream, then one per stream. CUDA's figures: bench/README.md.
  */
 import type { ScenarioResult, Variant } from '../schema';
 import type { Context, DeviceBuffer, PinnedBuffer, Stream } from 'webgpu-streams';
