@@ -43,7 +43,7 @@ interface Params {
   /** One-chunk round trips measured for the per-chunk host cost. */
   chunkRounds: number;
 }
-const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 7, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256, chunkRounds: 300 };
+const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 13, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256, chunkRounds: 300 };
 const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_000, opRepeats: 3, maxIterations: 256, probeIterations: 8, chunkRounds: 40 };
 
 export const TARGET_P5 = 1.05;

@@ -16,7 +16,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatBounded, formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfMetric, type PerfResult } from '../perf';
 import { BOUND_FRACTION, RAW_SLACK, boundRule, ratioText } from '../perf/common';
-import { p1Judge, TARGET_P1 } from '../perf/p1-overlap';
+import { p1Judge, repeatsAt, TARGET_P1 } from '../perf/p1-overlap';
 import { uploadBound } from '../perf/p2-p3-transfer';
 import { oneQueueBound } from '../perf/p4-weights';
 import { nodeHeapProbe, parsePerfArgs } from '../perf-node';
@@ -107,6 +107,12 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     expect(g.noBound).toMatch(/leaves no gain over sync/);
     expect(g.pass).toBe(true);
     expect(g.verdict).toContain('judged by the old target: eff 0.920 >= 0.90');
+  });
+
+  it('P1 takes more rounds at the small sizes, where a run takes milliseconds', () => {
+    const p = { repeats: 9, moreRepeats: [[64, 21], [256, 13]] as [number, number][] };
+    expect([16, 64, 65, 256, 1024].map((b) => repeatsAt(p, b))).toEqual([21, 21, 13, 13, 9]);
+    expect(repeatsAt({ repeats: 2, moreRepeats: [] }, 1)).toBe(2);
   });
 
   it('P2: the bound is the host copy into mapped staging, then the GPU copy, in series', () => {
