@@ -240,7 +240,11 @@ export class Context {
       label,
       captureStacks,
       uploadPieceBytes,
-      limits: device.limits,
+      limits: {
+        maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,
+        maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
+        maxComputeWorkgroupsPerDimension: device.limits.maxComputeWorkgroupsPerDimension,
+      },
       timestampQuery: this.features.timestampQuery,
       checkAlive: (op, stream) => this.#checkAlive(op, stream),
     };

@@ -50,7 +50,8 @@ export interface StreamHost {
   readonly captureStacks: boolean | 'all';
   /** Pageable uploads above this go in pieces (0: whole); see ContextOptions.uploadPieceBytes. */
   readonly uploadPieceBytes: number;
-  readonly limits: GPUSupportedLimits;
+  /** The limits a launch checks, as plain fields (a native getter per read costs on Dawn). */
+  readonly limits: Pick<GPUSupportedLimits, 'maxUniformBufferBindingSize' | 'maxStorageBufferBindingSize' | 'maxComputeWorkgroupsPerDimension'>;
   /** Timing events record GPU timestamps (the device has 'timestamp-query' and timing is on). */
   readonly timestampQuery: boolean;
   checkAlive(op: string, stream: string): void;

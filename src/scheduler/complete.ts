@@ -76,11 +76,15 @@ export class Completer {
   /** Host-clock offset of the GPU clock, ns (min over batches of host completion - GPU end). */
   #clockOffsetNs: number | null = null;
   #clockLowerNs = -Infinity;
+  /** The device's queue, read once (a native getter per submit costs on Dawn). */
+  readonly #queue: GPUQueue;
 
   constructor(
     readonly host: CompleterHost,
     readonly encoder: Encoder,
-  ) {}
+  ) {
+    this.#queue = host.device.queue;
+  }
 
   // ---------------------------------------------------------------- submit
 
@@ -88,7 +92,7 @@ export class Completer {
     const device = this.host.device;
     const cmd = this.encoder.finish(b);
     b.tSubmit = performance.now();
-    device.queue.submit([cmd]);
+    this.#queue.submit([cmd]);
     // The validation scope opened with the batch: what the call could check was checked there,
     // so an error here fails the ops of this submit; an isolated op is alone in its.
     const validation = device.popErrorScope().then(
@@ -130,7 +134,8 @@ export class Completer {
     }
     for (const op of b.readbacks) this.#readBack(op, validation);
     if (b.ts) this.#readTimestamps(b);
-    const workDone = mapped ? mapped.then(undefined, () => device.queue.onSubmittedWorkDone()) : device.queue.onSubmittedWorkDone();
+    const queue = this.#queue;
+    const workDone = mapped ? mapped.then(undefined, () => queue.onSubmittedWorkDone()) : queue.onSubmittedWorkDone();
     Promise.all([validation, workDone]).then(
       ([err]) => {
         this.#settled(b);
