@@ -133,6 +133,8 @@ export class Op {
    * waits until that submit validated, so a rejection fails this op alone (see scheduler.ts).
    */
   isolated = false;
+  /** Its place in its pinned buffer's claimants, -1 when none (see PinnedBuffer.claim). */
+  claimIndex = -1;
 
   constructor(
     readonly id: number,
@@ -235,6 +237,10 @@ export class StreamQueue {
   destroyed = false;
   /** In the flush's heap now. */
   inHeap = false;
+  /** In the scheduler's list of streams to look at in the next flush. */
+  dirty = false;
+  /** In the scheduler's list of streams with ops not yet ordered (dropped there lazily once idle). */
+  busy = false;
   /** Failed ops not yet reported to every kind of waiter. */
   failures: FailureRun[] = [];
   /** Id of the last op of this stream that became done (ops of a stream become done in order). */

@@ -25,6 +25,8 @@ export interface Claimant {
   readonly kind: string;
   readonly ordered: boolean;
   readonly stream: { readonly label: string };
+  /** Its place in its pinned buffer's `claimants` (an op claims at most one buffer), -1 when none. */
+  claimIndex: number;
 }
 
 /** @internal what a pinned buffer needs from its context */
@@ -35,15 +37,15 @@ export interface PinnedHost {
   /** The device-loss or destroy error once the context can no longer run work, else null. */
   closed(): StreamError | null;
   /** The buffer was mapped back: work waiting for that (in any context using it) may go on. */
-  onMapped(claimants: ReadonlySet<Claimant>): void;
+  onMapped(claimants: readonly Claimant[]): void;
   /**
    * May the code running now touch a buffer whose claimants are all unencoded? Only the host
    * function running now, when each claimant is a later op of its own stream (it fills the buffer
    * that op uploads, as CUDA allows).
    */
-  hostWindow(claimants: ReadonlySet<Claimant>): boolean;
+  hostWindow(claimants: readonly Claimant[]): boolean;
   /** Throws DeadlockError when a running host function waits for a claimant queued behind it. */
-  checkWait(claimants: ReadonlySet<Claimant>, what: string): void;
+  checkWait(claimants: readonly Claimant[], what: string): void;
 }
 
 export class PinnedBuffer {
@@ -58,8 +60,8 @@ export class PinnedBuffer {
   claims = 0;
   /** @internal enqueued ops that use the buffer and are not encoded yet */
   unencoded = 0;
-  /** @internal enqueued ops that use the buffer and have not completed */
-  readonly claimants = new Set<Claimant>();
+  /** @internal enqueued ops that use the buffer and have not completed (unordered: removal swaps in the last) */
+  readonly claimants: Claimant[] = [];
   #views: Views | null = null;
   #mapping: Promise<void> | null = null;
   #waiters: (() => void)[] = [];
@@ -183,13 +185,22 @@ export class PinnedBuffer {
   claim(op: Claimant): void {
     this.claims++;
     this.unencoded++;
-    this.claimants.add(op);
+    op.claimIndex = this.claimants.length;
+    this.claimants.push(op);
   }
 
   /** @internal that op completed (or was skipped) */
   unclaim(op: Claimant): void {
     this.claims--;
-    this.claimants.delete(op);
+    const i = op.claimIndex;
+    if (i >= 0 && this.claimants[i] === op) {
+      const last = this.claimants.pop()!;
+      if (last !== op) {
+        this.claimants[i] = last;
+        last.claimIndex = i;
+      }
+      op.claimIndex = -1;
+    }
     if (this.claims === 0) {
       if (this.#destroyRequested) this.#free();
       else if (this.state === 'unmapped') this.map().catch(() => {});

@@ -32,6 +32,8 @@ export interface SchedulerOptions {
 
 type Resolver = { resolve: () => void; reject: (e: unknown) => void };
 
+const RESOLVED = Promise.resolve();
+
 /** Op ids are unique across contexts (host functions are found by id; see host.ts). */
 let nextOpId = 1;
 
@@ -40,10 +42,10 @@ export class Scheduler implements QueueOwner {
   streams: StreamQueue[] = [];
   /** Prune when the list reaches this length (doubling: amortized O(1) per stream). */
   #pruneAt = 64;
-  /** Streams with ops not yet ordered. */
-  readonly #busy = new Set<StreamQueue>();
-  /** Streams to look at in the next flush (an enqueue, a dependency ordered or done). */
-  readonly #dirty = new Set<StreamQueue>();
+  /** Streams with ops not yet ordered, each once (`busy`); idle ones leave at the next full scan. */
+  readonly #busy: StreamQueue[] = [];
+  /** Streams to look at in the next flush (an enqueue, a dependency ordered or done), each once (`dirty`). */
+  readonly #dirty: StreamQueue[] = [];
   /** Look at every busy stream in the next flush (a submit finished, a map or a pipeline resolved). */
   #rescanAll = false;
   #flushScheduled = false;
@@ -139,8 +141,11 @@ export class Scheduler implements QueueOwner {
     q.tail = op;
     q.lastId = op.id;
     q.active++;
-    this.#busy.add(q);
-    this.#dirty.add(q);
+    if (!q.busy) {
+      q.busy = true;
+      this.#busy.push(q);
+    }
+    this.#markDirty(q);
     if (eager) this.flush();
     else this.scheduleFlush();
     return op;
@@ -151,16 +156,26 @@ export class Scheduler implements QueueOwner {
     if (all) this.#rescanAll = true;
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
-    queueMicrotask(() => {
-      this.#flushScheduled = false;
-      this.flush();
-    });
+    // A reaction on a settled promise, not queueMicrotask: Node wraps each of those in an
+    // AsyncResource, about 1.5 KB of garbage per flush.
+    void RESOLVED.then(this.#microtaskFlush);
   }
+
+  readonly #microtaskFlush = (): void => {
+    this.#flushScheduled = false;
+    this.flush();
+  };
 
   /** Stream `q` may be able to go on (something it waits for was ordered or completed). */
   wake(q: StreamQueue): void {
-    this.#dirty.add(q);
+    this.#markDirty(q);
     this.scheduleFlush();
+  }
+
+  #markDirty(q: StreamQueue): void {
+    if (q.dirty) return;
+    q.dirty = true;
+    this.#dirty.push(q);
   }
 
   tryComplete(op: Op): void {
@@ -180,14 +195,30 @@ export class Scheduler implements QueueOwner {
       // Ready heads, best first: lower priority number, then older op. Ordering an op pushes the
       // streams it made ready, so a chain of any length is ordered in one pass.
       const heap = new StreamHeap();
-      const scan = this.#rescanAll ? this.#busy : this.#dirty;
-      this.#rescanAll = false;
-      for (const q of scan) {
-        const op = q.headOp;
-        if (!op) this.#busy.delete(q);
-        else if (!q.inHeap && this.#canOrder(op)) heap.push(q);
+      const dirty = this.#dirty;
+      if (this.#rescanAll) {
+        this.#rescanAll = false;
+        const busy = this.#busy;
+        let kept = 0;
+        for (let i = 0; i < busy.length; i++) {
+          const q = busy[i]!;
+          const op = q.headOp;
+          if (!op) {
+            q.busy = false;
+            continue;
+          }
+          busy[kept++] = q;
+          if (!q.inHeap && this.#canOrder(op)) heap.push(q);
+        }
+        busy.length = kept;
+      } else {
+        for (const q of dirty) {
+          const op = q.headOp;
+          if (op && !q.inHeap && this.#canOrder(op)) heap.push(q);
+        }
       }
-      this.#dirty.clear();
+      for (const q of dirty) q.dirty = false;
+      dirty.length = 0;
       let q: StreamQueue | undefined;
       while ((q = heap.pop())) {
         const op = q.headOp;
