@@ -63,6 +63,8 @@ export class PinnedBuffer {
   /** @internal enqueued ops that use the buffer and have not completed (unordered: removal swaps in the last) */
   readonly claimants: Claimant[] = [];
   #views: Views | null = null;
+  /** @internal the ops of the last batch that used it (encode.ts) */
+  lastGroup: { readonly batch: number; readonly ops: unknown[] } | null = null;
   #mapping: Promise<void> | null = null;
   #waiters: (() => void)[] = [];
   #failWaiters: ((e: unknown) => void)[] = [];

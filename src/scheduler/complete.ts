@@ -40,7 +40,7 @@ export function complete(op: Op): void {
 /** `op` was ordered or completed: the streams waiting on it may go on. */
 export function wakeDependents(op: Op): void {
   const ds = op.dependents;
-  if (ds) for (const d of ds) d.stream.owner.wake(d.stream);
+  if (ds) for (let i = 0; i < ds.length; i++) ds[i]!.stream.owner.wake(ds[i]!.stream);
 }
 
 /**
@@ -68,7 +68,7 @@ export class Completer {
   /** Submits not completed. */
   inFlight = 0;
   /** Submits not completed, and host functions started and not finished: what `close` fails besides queued ops. */
-  readonly inFlightBatches = new Set<Batch>();
+  readonly inFlightBatches: Batch[] = [];
   readonly runningHost = new Set<Op>();
   #hostQueue: (Op | undefined)[] = [];
   #hostHead = 0;
@@ -100,7 +100,7 @@ export class Completer {
       (e: unknown) => ({ message: describeThrown(e) }) as GPUError,
     );
     this.inFlight++;
-    this.inFlightBatches.add(b);
+    this.inFlightBatches.push(b);
     const trace = this.host.trace;
     if (trace) {
       trace.addSubmit(b.ops);
@@ -122,13 +122,17 @@ export class Completer {
     // mapped, so after `synchronize()` the host owns them again. A map of a buffer this submit used
     // also serves as the submit's completion, which spares an onSubmittedWorkDone.
     let mapped: Promise<void> | null = null;
-    for (const [p, ops] of b.pinnedUploads) {
+    for (let i = 0; i < b.pinnedUploads.length; i++) {
+      const { pinned: p, ops } = b.pinnedUploads[i]!;
+      p.lastGroup = null;
       if (p.state !== 'unmapped') continue;
-      for (const op of ops) op.pendingParts++;
+      for (let j = 0; j < ops.length; j++) ops[j]!.pendingParts++;
       const m = this.#whenMapped(p.map(), ops);
       mapped ??= m;
     }
-    for (const [p, ops] of b.pinnedDownloads) {
+    for (let i = 0; i < b.pinnedDownloads.length; i++) {
+      const { pinned: p, ops } = b.pinnedDownloads[i]!;
+      p.lastGroup = null;
       const m = this.#whenMapped(p.map(), ops);
       mapped ??= m;
     }
@@ -136,17 +140,36 @@ export class Completer {
     if (b.ts) this.#readTimestamps(b);
     const queue = this.#queue;
     const workDone = mapped ? mapped.then(undefined, () => queue.onSubmittedWorkDone()) : queue.onSubmittedWorkDone();
-    Promise.all([validation, workDone]).then(
-      ([err]) => {
-        this.#settled(b);
-        const tDone = performance.now();
-        for (const op of b.ops) {
-          if (op.times) op.times.tDone = tDone;
-          if (err) this.fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${err.message}`, op.site()));
-          else this.ownDone(op);
-        }
+    // Both, as Promise.all would (validation never rejects), without its arrays and closures.
+    let err: GPUError | null = null;
+    let validated = false;
+    let worked = false;
+    let finished = false;
+    const done = (): void => {
+      if (finished || !validated || !worked) return;
+      finished = true;
+      this.#settled(b);
+      const tDone = performance.now();
+      for (let i = 0; i < b.ops.length; i++) {
+        const op = b.ops[i]!;
+        if (op.times) op.times.tDone = tDone;
+        if (err) this.fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${err.message}`, op.site()));
+        else this.ownDone(op);
+      }
+    };
+    void validation.then((e) => {
+      err = e;
+      validated = true;
+      done();
+    });
+    workDone.then(
+      () => {
+        worked = true;
+        done();
       },
       (e: unknown) => {
+        if (finished) return;
+        finished = true;
         this.#settled(b);
         for (const op of b.ops) this.fail(op, this.#asError(e, op));
       },
@@ -155,7 +178,9 @@ export class Completer {
 
   #settled(b: Batch): void {
     this.inFlight--;
-    this.inFlightBatches.delete(b);
+    const list = this.inFlightBatches;
+    const i = list.indexOf(b); // submits complete in order: at the front
+    if (i >= 0) list.splice(i, 1);
     this.host.scheduleFlush(true);
   }
 
@@ -275,7 +300,9 @@ export class Completer {
   /** Marks `op` done once its own part, extra parts and dependencies are all done. */
   tryComplete(op: Op): void {
     if (op.done || !op.ownDone || op.pendingParts > 0) return;
-    for (const d of op.deps) {
+    const deps = op.deps;
+    for (let i = 0; i < deps.length; i++) {
+      const d = deps[i]!;
       if (!d.done) return;
       if (d.error && !op.error) op.error = inherit(op, d);
     }
@@ -304,7 +331,7 @@ export class Completer {
       else q.failures.push({ first: op.id, last: op.id, error: op.error });
     }
     q.lastDoneId = op.id;
-    for (const b of op.buffers) b.release();
+    for (let i = 0; i < op.buffers.length; i++) op.buffers[i]!.release();
     op.buffers = NONE;
     const p = op.payload;
     if (p.kind === 'upload' && p.staging) this.host.staging.release(p.staging);
@@ -315,9 +342,10 @@ export class Completer {
     op.dependents = null;
     const ws = op.waiters;
     op.waiters = null;
-    if (ws) for (const w of ws) w();
+    if (ws) for (let i = 0; i < ws.length; i++) ws[i]!();
     if (dependents) {
-      for (const d of dependents) {
+      for (let i = 0; i < dependents.length; i++) {
+        const d = dependents[i]!;
         worklist.push(d);
         d.stream.owner.wake(d.stream);
       }

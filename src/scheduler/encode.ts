@@ -16,10 +16,18 @@ export interface TimestampSet {
 }
 
 /** One command encoder, becoming one submit. */
+/** A pinned buffer and the ops of one batch that use it. */
+export interface PinnedGroup {
+  readonly batch: number;
+  readonly pinned: PinnedBuffer;
+  readonly ops: Op[];
+}
+
 export class Batch {
   readonly ops: Op[] = [];
-  readonly pinnedDownloads = new Map<PinnedBuffer, Op[]>();
-  readonly pinnedUploads = new Map<PinnedBuffer, Op[]>();
+  /** Pinned buffers this batch uploads from / downloads into, each with its ops (see opsFor). */
+  readonly pinnedDownloads: PinnedGroup[] = [];
+  readonly pinnedUploads: PinnedGroup[] = [];
   readonly readbacks: Op[] = [];
   /** Ops whose GPU timestamps (begin/end query indices) come back with this batch. */
   readonly timed: { op: Op; begin: number; end: number }[] = [];
@@ -97,7 +105,7 @@ export class Encoder {
         if (p.pinned) {
           p.pinned.unmapForGpu();
           p.pinned.unencoded--;
-          listFor(b.pinnedUploads, p.pinned).push(op);
+          opsFor(b, b.pinnedUploads, p.pinned).push(op);
           this.#copy(b, op, timed, p.pinned.buffer, p.srcOffset, p.dst, p.dstOffset, p.size);
         } else {
           const staging = p.staging!;
@@ -110,7 +118,7 @@ export class Encoder {
         if (p.pinned) {
           p.pinned.unmapForGpu();
           p.pinned.unencoded--;
-          listFor(b.pinnedDownloads, p.pinned).push(op);
+          opsFor(b, b.pinnedDownloads, p.pinned).push(op);
           this.#copy(b, op, timed, p.src, p.srcOffset, p.pinned.buffer, p.dstOffset, p.size);
         } else {
           p.readback = this.staging.acquireReadback(p.size, op);
@@ -196,8 +204,12 @@ export class Encoder {
   }
 }
 
-function listFor<K, V>(map: Map<K, V[]>, key: K): V[] {
-  let list = map.get(key);
-  if (!list) map.set(key, (list = []));
-  return list;
+/** The ops of batch `b` using `pinned`: found through the buffer's last group, no map per batch. */
+function opsFor(b: Batch, groups: PinnedGroup[], pinned: PinnedBuffer): Op[] {
+  const last = pinned.lastGroup as PinnedGroup | null;
+  if (last && last.batch === b.id) return last.ops;
+  const group: PinnedGroup = { batch: b.id, pinned, ops: [] };
+  groups.push(group);
+  pinned.lastGroup = group;
+  return group.ops;
 }

@@ -107,7 +107,7 @@ export class Scheduler implements QueueOwner {
     // Exact-size arrays, built without a closure: queued ops live until they complete, so each
     // byte per op is copied by every young-generation GC while they wait.
     let deps: Op[] = addDep(NONE, q.tail);
-    for (const d of extraDeps) deps = addDep(deps, d);
+    for (let i = 0; i < extraDeps.length; i++) deps = addDep(deps, extraDeps[i]);
     // CUDA legacy default stream: it waits for all blocking streams, and they wait for it. A
     // failed tail counts even when done, as event and waitStream edges do (addDep skips the rest).
     if (q.isDefault) {
@@ -116,8 +116,12 @@ export class Scheduler implements QueueOwner {
     const op = new Op(nextOpId++, q, payload, deps, buffers, callSite, subject, target);
     op.isolated = isolated;
     if (this.trace) op.times = new OpTimes(performance.now());
-    for (const d of deps) if (!d.done) d.dependents = withItem(d.dependents ?? NONE, op);
-    for (const b of buffers) b.retain();
+    // Indexed loops on the per-op path: unoptimized for-of allocates an iterator per loop.
+    for (let i = 0; i < deps.length; i++) {
+      const d = deps[i]!;
+      if (!d.done) d.dependents = withItem(d.dependents ?? NONE, op);
+    }
+    for (let i = 0; i < buffers.length; i++) buffers[i]!.retain();
     if (op.kind === 'hostFn') q.hostFnsUndone++;
     const pinned = op.pinned;
     if (pinned) {
@@ -212,12 +216,13 @@ export class Scheduler implements QueueOwner {
         }
         busy.length = kept;
       } else {
-        for (const q of dirty) {
+        for (let i = 0; i < dirty.length; i++) {
+          const q = dirty[i]!;
           const op = q.headOp;
           if (op && !q.inHeap && this.#canOrder(op)) heap.push(q);
         }
       }
-      for (const q of dirty) q.dirty = false;
+      for (let i = 0; i < dirty.length; i++) dirty[i]!.dirty = false;
       dirty.length = 0;
       let q: StreamQueue | undefined;
       while ((q = heap.pop())) {
@@ -262,7 +267,8 @@ export class Scheduler implements QueueOwner {
   #wakeDependents(op: Op, heap: StreamHeap): void {
     const ds = op.dependents;
     if (!ds) return;
-    for (const d of ds) {
+    for (let i = 0; i < ds.length; i++) {
+      const d = ds[i]!;
       const dq = d.stream;
       if (dq.owner !== this) dq.owner.wake(dq);
       else if (!dq.inHeap && dq.headOp === d && this.#canOrder(d)) heap.push(dq);
@@ -272,7 +278,9 @@ export class Scheduler implements QueueOwner {
   /** May `op` take its place in the order now? Fails it when a dependency failed. */
   #canOrder(op: Op): boolean {
     const hostFn = op.kind === 'hostFn';
-    for (const d of op.deps) {
+    const deps = op.deps;
+    for (let i = 0; i < deps.length; i++) {
+      const d = deps[i]!;
       if (d.error) {
         if (!op.error) op.error = inherit(op, d);
         return true;
@@ -430,7 +438,7 @@ export class Scheduler implements QueueOwner {
     }
     all.push(...completer.takeQueuedHostFns(), ...completer.runningHost);
     for (const b of completer.inFlightBatches) all.push(...b.ops);
-    completer.inFlightBatches.clear();
+    completer.inFlightBatches.length = 0;
     for (const op of all) completer.fail(op, err);
     for (const r of this.#waiters) r.reject(err);
     this.#waiters.clear();
