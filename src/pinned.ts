@@ -240,22 +240,24 @@ export class PinnedBuffer {
     if (this.#mapping) return this.#mapping;
     this.state = 'mapping';
     const mode = this.kind === 'upload' ? MapMode.WRITE : MapMode.READ;
-    return (this.#mapping = this.buffer.mapAsync(mode).then(
-      () => {
-        this.#mapping = null;
-        this.state = 'mapped';
-        this.#views = null;
-        this.#settle();
-        this.#host.onMapped(this.claimants);
-      },
-      (err: unknown) => {
-        this.#mapping = null;
-        this.state = 'unmapped';
-        this.#rejectWaiters(this.#host.closed() ?? err);
-        throw err;
-      },
-    ));
+    return (this.#mapping = this.buffer.mapAsync(mode).then(this.#onMapped, this.#onMapFailed));
   }
+
+  // Made once per buffer: a map per GPU use of the buffer allocates no closures.
+  readonly #onMapped = (): void => {
+    this.#mapping = null;
+    this.state = 'mapped';
+    this.#views = null;
+    this.#settle();
+    this.#host.onMapped(this.claimants);
+  };
+
+  readonly #onMapFailed = (err: unknown): never => {
+    this.#mapping = null;
+    this.state = 'unmapped';
+    this.#rejectWaiters(this.#host.closed() ?? err);
+    throw err;
+  };
 
   /** Resolves `ready()` waiters once the host owns the buffer; rejects them once the context is lost or destroyed. */
   #settle(): void {

@@ -823,6 +823,16 @@ describe('fuzz: findings', () => {
     }
   });
 
+  // An isolated op's submit can be validated and done on the GPU before the reaction that marks the
+  // op ordered runs (the order of those promise reactions is the platform's); the op after it on
+  // the stream waited for "ordered" forever. Found by this seed once the submit's completion
+  // stopped going through Promise.all (program replayed; no failure injected).
+  it('the op after an isolated op runs even when the isolated op completed before it was marked ordered', async () => {
+    const p = generateProgram(3797949501, FORCE);
+    const problems = await runProgram(p);
+    if (problems.length > 0) throw new Error(failureReport(p, problems, 0));
+  });
+
   // A pinned buffer of context A used by a stream of context B on the same device: once the buffer
   // is mapped back, A's scheduler flushed, never B's, so B's op waited forever. No failure was injected.
   it("another context's stream is woken when the pinned buffer it waits for is mapped back", async () => {

@@ -95,10 +95,15 @@ export class Completer {
     this.#queue.submit([cmd]);
     // The validation scope opened with the batch: what the call could check was checked there,
     // so an error here fails the ops of this submit; an isolated op is alone in its.
-    const validation = device.popErrorScope().then(
-      (err) => err,
-      (e: unknown) => ({ message: describeThrown(e) }) as GPUError,
-    );
+    const popped = device.popErrorScope();
+    // As a value (never rejecting), only for the parts that wait on it: an isolated op, read-backs.
+    const validation =
+      b.isolated || b.readbacks.length > 0
+        ? popped.then(
+            (err) => err,
+            (e: unknown) => ({ message: describeThrown(e) }) as GPUError,
+          )
+        : null;
     this.inFlight++;
     this.inFlightBatches.push(b);
     const trace = this.host.trace;
@@ -108,7 +113,7 @@ export class Completer {
     }
     if (b.isolated) {
       const op = b.ops[0]!;
-      void validation.then((err) => {
+      void validation!.then((err) => {
         if (err) this.fail(op, new GpuValidationError(`WebGPU rejected this op: ${err.message}`, op.site()));
         else if (!op.done) {
           op.ordered = true;
@@ -136,44 +141,47 @@ export class Completer {
       const m = this.#whenMapped(p.map(), ops);
       mapped ??= m;
     }
-    for (const op of b.readbacks) this.#readBack(op, validation);
+    for (let i = 0; i < b.readbacks.length; i++) this.#readBack(b.readbacks[i]!, validation!);
     if (b.ts) this.#readTimestamps(b);
-    const queue = this.#queue;
-    const workDone = mapped ? mapped.then(undefined, () => queue.onSubmittedWorkDone()) : queue.onSubmittedWorkDone();
-    // Both, as Promise.all would (validation never rejects), without its arrays and closures.
-    let err: GPUError | null = null;
-    let validated = false;
-    let worked = false;
-    let finished = false;
-    const done = (): void => {
-      if (finished || !validated || !worked) return;
-      finished = true;
-      this.#settled(b);
-      const tDone = performance.now();
-      for (let i = 0; i < b.ops.length; i++) {
-        const op = b.ops[i]!;
-        if (op.times) op.times.tDone = tDone;
-        if (err) this.fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${err.message}`, op.site()));
-        else this.ownDone(op);
-      }
-    };
-    void validation.then((e) => {
-      err = e;
-      validated = true;
-      done();
-    });
-    workDone.then(
-      () => {
-        worked = true;
-        done();
-      },
-      (e: unknown) => {
-        if (finished) return;
-        finished = true;
-        this.#settled(b);
-        for (const op of b.ops) this.fail(op, this.#asError(e, op));
-      },
+    // The batch completes once validated and done on the GPU (see #joined); no Promise.all.
+    popped.then(
+      (err) => this.#joined(b, err ?? null),
+      (e: unknown) => this.#joined(b, { message: describeThrown(e) } as GPUError),
     );
+    const queue = this.#queue;
+    const worked = (): void => this.#joined(b, undefined);
+    const failed = (e: unknown): void => this.#workFailed(b, e);
+    // A failed map falls back to onSubmittedWorkDone for the submit's completion.
+    if (mapped) mapped.then(worked, () => queue.onSubmittedWorkDone().then(worked, failed));
+    else queue.onSubmittedWorkDone().then(worked, failed);
+  }
+
+  /** Half of batch `b`'s completion: its validation (`err`, null when valid) or, `undefined`, its GPU work. */
+  #joined(b: Batch, err: GPUError | null | undefined): void {
+    if (err === undefined) b.worked = true;
+    else {
+      b.validated = true;
+      b.error = err;
+    }
+    if (b.finished || !b.validated || !b.worked) return;
+    b.finished = true;
+    this.#settled(b);
+    const tDone = performance.now();
+    const error = b.error;
+    for (let i = 0; i < b.ops.length; i++) {
+      const op = b.ops[i]!;
+      if (op.times) op.times.tDone = tDone;
+      if (error) this.fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${error.message}`, op.site()));
+      else this.ownDone(op);
+    }
+  }
+
+  /** Batch `b`'s GPU work failed (device lost): its ops fail, as soon as that is known. */
+  #workFailed(b: Batch, e: unknown): void {
+    if (b.finished) return;
+    b.finished = true;
+    this.#settled(b);
+    for (let i = 0; i < b.ops.length; i++) this.fail(b.ops[i]!, this.#asError(e, b.ops[i]!));
   }
 
   #settled(b: Batch): void {
@@ -187,8 +195,12 @@ export class Completer {
   /** `m` (a pinned buffer's map) completes a part of each of `ops`; returns it. */
   #whenMapped(m: Promise<void>, ops: Op[]): Promise<void> {
     m.then(
-      () => ops.forEach((op) => this.partDone(op)),
-      (e: unknown) => ops.forEach((op) => this.fail(op, this.#asError(e, op))),
+      () => {
+        for (let i = 0; i < ops.length; i++) this.partDone(ops[i]!);
+      },
+      (e: unknown) => {
+        for (let i = 0; i < ops.length; i++) this.fail(ops[i]!, this.#asError(e, ops[i]!));
+      },
     );
     return m;
   }

@@ -34,6 +34,11 @@ export class Batch {
   ts: TimestampSet | null = null;
   queries = 0;
   tSubmit = 0;
+  /** Completion (Completer.#joined): validated (with `error`, null when valid), GPU work done, reported. */
+  validated = false;
+  error: GPUError | null = null;
+  worked = false;
+  finished = false;
   constructor(
     readonly id: number,
     readonly encoder: GPUCommandEncoder,

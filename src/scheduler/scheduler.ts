@@ -287,7 +287,8 @@ export class Scheduler implements QueueOwner {
       }
       // Queue order covers a dependency on this device once it is ordered; another device's
       // work (another context's queue) must have completed.
-      if (hostFn || d.stream.owner.device !== this.device ? !d.done : !d.ordered) return false;
+      // (An isolated op can be done before the reaction that marks it ordered has run.)
+      if (hostFn || d.stream.owner.device !== this.device ? !d.done : !(d.ordered || d.done)) return false;
     }
     if (op.error) return true;
     if (hostFn) return op.stream.remaps === 0;
