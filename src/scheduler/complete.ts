@@ -143,26 +143,31 @@ export class Completer {
     }
     for (let i = 0; i < b.readbacks.length; i++) this.#readBack(b.readbacks[i]!, validation!);
     if (b.ts) this.#readTimestamps(b);
-    // The batch completes once validated and done on the GPU (see #joined); no Promise.all.
+    // The batch completes once validated and done on the GPU (#finishIfJoined); no Promise.all.
     popped.then(
-      (err) => this.#joined(b, err ?? null),
-      (e: unknown) => this.#joined(b, { message: describeThrown(e) } as GPUError),
+      (err) => this.#validated(b, err ?? null),
+      (e: unknown) => this.#validated(b, { message: describeThrown(e) } as GPUError),
     );
     const queue = this.#queue;
-    const worked = (): void => this.#joined(b, undefined);
+    const worked = (): void => {
+      b.worked = true;
+      this.#finishIfJoined(b);
+    };
     const failed = (e: unknown): void => this.#workFailed(b, e);
     // A failed map falls back to onSubmittedWorkDone for the submit's completion.
     if (mapped) mapped.then(worked, () => queue.onSubmittedWorkDone().then(worked, failed));
     else queue.onSubmittedWorkDone().then(worked, failed);
   }
 
-  /** Half of batch `b`'s completion: its validation (`err`, null when valid) or, `undefined`, its GPU work. */
-  #joined(b: Batch, err: GPUError | null | undefined): void {
-    if (err === undefined) b.worked = true;
-    else {
-      b.validated = true;
-      b.error = err;
-    }
+  /** Batch `b`'s validation scope came back: `err`, or null when WebGPU accepted the submit. */
+  #validated(b: Batch, err: GPUError | null): void {
+    b.validated = true;
+    b.error = err;
+    this.#finishIfJoined(b);
+  }
+
+  /** Completes batch `b`'s ops once it is both validated and done on the GPU. */
+  #finishIfJoined(b: Batch): void {
     if (b.finished || !b.validated || !b.worked) return;
     b.finished = true;
     this.#settled(b);

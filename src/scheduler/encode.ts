@@ -15,7 +15,6 @@ export interface TimestampSet {
   readback: GPUBuffer;
 }
 
-/** One command encoder, becoming one submit. */
 /** A pinned buffer and the ops of one batch that use it. */
 export interface PinnedGroup {
   readonly batch: number;
@@ -23,6 +22,7 @@ export interface PinnedGroup {
   readonly ops: Op[];
 }
 
+/** One command encoder, becoming one submit. */
 export class Batch {
   readonly ops: Op[] = [];
   /** Pinned buffers this batch uploads from / downloads into, each with its ops (see opsFor). */
@@ -34,7 +34,7 @@ export class Batch {
   ts: TimestampSet | null = null;
   queries = 0;
   tSubmit = 0;
-  /** Completion (Completer.#joined): validated (with `error`, null when valid), GPU work done, reported. */
+  /** Completion (Completer.#finishIfJoined): validated (with `error`, null when valid), GPU work done, reported. */
   validated = false;
   error: GPUError | null = null;
   worked = false;
