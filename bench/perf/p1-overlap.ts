@@ -317,6 +317,17 @@ export const overlapGroup: PerfGroup = {
         // The host's own time in each timed run, library and raw WebGPU, timed alike (see RawPipeline.stats).
         const rawStats: { fill: number; read: number; calls: number }[] = [];
         const libTimed: RunStats[] = [];
+        // A pipeline's timed run: `onTimed(t0)` records what a measured (not warm-up) run left.
+        const timedRun =
+          (pipe: LibPipeline | RawPipeline, what: string, onTimed?: (t0: number) => void) =>
+          async ({ last, warmup }: { last: boolean; warmup: boolean }): Promise<number> => {
+            if (last) outOvl.fill(Number.NaN);
+            const t0 = performance.now();
+            const ms = await pipe.run(input, outOvl);
+            if (!warmup) onTimed?.(t0);
+            if (last) checks.push(checkPipelineOutput(`${label} ${what}`, outOvl, input, n, iterations, cache));
+            return ms;
+          };
         // Each variant's last measured run is checked right after it (outside its timed part).
         const samples = await interleaved(
           {
@@ -327,34 +338,15 @@ export const overlapGroup: PerfGroup = {
               if (last) checks.push(checkPipelineOutput(`${label} sync`, outSync, input, n, iterations, cache));
               return r.total;
             },
-            ovl: async ({ last, warmup }) => {
-              if (last) outOvl.fill(Number.NaN);
-              const t0 = performance.now();
-              const ms = await ovl.run(input, outOvl);
-              if (!warmup) {
-                gcSpans.ovl.push([t0, performance.now()]);
-                libTimed.push(ovl.stats);
-              }
-              if (last) checks.push(checkPipelineOutput(`${label} overlapped`, outOvl, input, n, iterations, cache));
-              return ms;
-            },
-            raw: async ({ last, warmup }) => {
-              if (last) outOvl.fill(Number.NaN);
-              const t0 = performance.now();
-              const ms = await rawP.run(input, outOvl);
-              if (!warmup) {
-                gcSpans.raw.push([t0, performance.now()]);
-                rawStats.push(rawP.stats);
-              }
-              if (last) checks.push(checkPipelineOutput(`${label} raw WebGPU`, outOvl, input, n, iterations, cache));
-              return ms;
-            },
-            raw2: async ({ last }) => {
-              if (last) outOvl.fill(Number.NaN);
-              const ms = await rawP2.run(input, outOvl);
-              if (last) checks.push(checkPipelineOutput(`${label} raw WebGPU (second pipeline)`, outOvl, input, n, iterations, cache));
-              return ms;
-            },
+            ovl: timedRun(ovl, 'overlapped', (t0) => {
+              gcSpans.ovl.push([t0, performance.now()]);
+              libTimed.push(ovl.stats);
+            }),
+            raw: timedRun(rawP, 'raw WebGPU', (t0) => {
+              gcSpans.raw.push([t0, performance.now()]);
+              rawStats.push(rawP.stats);
+            }),
+            raw2: timedRun(rawP2, 'raw WebGPU (second pipeline)'),
             host: async ({ last }) => {
               const ms = await ovl.hostOnly(input, outOvl);
               if (last) checks.push(await checkHostOnly(ovl, input, outOvl, `${label} host-only`));

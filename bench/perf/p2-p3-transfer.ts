@@ -190,21 +190,19 @@ export const uploadGroup: PerfGroup = {
     try {
       pin.bytes.set(srcOf(0)); // first touch of the mapped ranges
       hostRange.set(srcOf(0));
+      /** A timed JS memcpy of window `k` into `into`. */
+      const memcpyInto =
+        (into: Uint8Array, k: number, what: string) =>
+        async ({ last }: { last: boolean }): Promise<number> => {
+          const t0 = performance.now();
+          into.set(srcOf(k));
+          const ms = performance.now() - t0;
+          if (last) checks.push(checkBytes(what, into, srcOf(k)));
+          return ms;
+        };
       const variants = {
-        memcpy: async ({ last }: { last: boolean }) => {
-          const t0 = performance.now();
-          plain.set(srcOf(1));
-          const ms = performance.now() - t0;
-          if (last) checks.push(checkBytes('memcpy', plain, srcOf(1)));
-          return ms;
-        },
-        memcpyMapped: async ({ last }: { last: boolean }) => {
-          const t0 = performance.now();
-          hostRange.set(srcOf(7));
-          const ms = performance.now() - t0;
-          if (last) checks.push(checkBytes('memcpy into a mapped staging range', hostRange, srcOf(7)));
-          return ms;
-        },
+        memcpy: memcpyInto(plain, 1, 'memcpy'),
+        memcpyMapped: memcpyInto(hostRange, 7, 'memcpy into a mapped staging range'),
         pool: async ({ last, warmup }: { last: boolean; warmup: boolean }) => {
           const t0 = performance.now();
           s.upload(srcOf(2), dst);
