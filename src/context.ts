@@ -9,6 +9,7 @@ import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
 import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats } from './memory.js';
 import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
+import { Sanitizer, type SanitizeMode } from './sanitizer.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
@@ -81,6 +82,14 @@ export interface ContextOptions {
    * transfers that large, or upload from a pinned buffer. @default 512 MiB
    */
   stagingPoolBytes?: number;
+  /**
+   * The stream sanitizer: finds two accesses of overlapping bytes of one buffer, one a write, that
+   * no stream order, event, wait or host synchronization orders, when the second is enqueued:
+   * `'throw'` a `StreamRaceError` at that call, `'warn'` on the console, or call a function with
+   * the `RaceReport`. It also reports waits on never-recorded events. For development and tests:
+   * it keeps a stack per op. @default false (off; no cost)
+   */
+  sanitize?: false | SanitizeMode;
   /** The context's label, in error messages and on the device it requests. @default 'ctx#<n>' */
   label?: string;
   /** @internal keeps a native WebGPU instance (Dawn in Node) alive as long as the context */
@@ -95,7 +104,7 @@ export interface AdapterInfo {
   description: string;
 }
 
-const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'stagingPoolBytes', 'label', 'keepAlive'] as const;
+const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'stagingPoolBytes', 'sanitize', 'label', 'keepAlive'] as const;
 
 /**
  * Creates a context: requests an adapter and device (or borrows `options.device`) and sets up the
@@ -164,7 +173,12 @@ function parseOptions(o: ContextOptions, site: ErrorSite) {
     throw new InvalidArgumentError(`Expected \`uploadPieceBytes\` to be 0 (uploads go whole) or a multiple of 4 of at least 4096, got ${uploadPieceBytes}`, site);
   }
   const traceOpt = o.trace ?? false;
+  const sanitize = o.sanitize ?? false;
+  if (sanitize !== false && sanitize !== 'throw' && sanitize !== 'warn' && typeof sanitize !== 'function') {
+    throw new InvalidArgumentError(`Expected \`sanitize\` to be false, 'throw', 'warn' or a function taking a RaceReport, got ${showValue(sanitize)}`, site);
+  }
   return {
+    sanitize: sanitize as false | SanitizeMode,
     maxSubmitsInFlight: o.maxSubmitsInFlight === undefined ? 16 : o.maxSubmitsInFlight === Infinity ? Infinity : expectInteger('maxSubmitsInFlight', o.maxSubmitsInFlight, 1, 1 << 20, site),
     maxOpsPerSubmit: o.maxOpsPerSubmit === undefined || o.maxOpsPerSubmit === Infinity ? Infinity : expectInteger('maxOpsPerSubmit', o.maxOpsPerSubmit, 1, Number.MAX_SAFE_INTEGER, site),
     captureStacks,
@@ -216,7 +230,7 @@ export class Context {
   /** @internal use `createContext()` */
   constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
     const site = { op: 'createContext' };
-    const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit } = parseOptions(options, site);
+    const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit, sanitize } = parseOptions(options, site);
     const label = options.label ?? `ctx#${++contexts}`;
     this.label = label;
     this.device = device;
@@ -230,7 +244,8 @@ export class Context {
     if (traceLimit !== undefined) this.trace.limit = traceLimit;
     this.#staging = new StagingPool(device, this.memory, stagingPoolBytes);
     this.trace.gpuTimestamps = traceGpu;
-    this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label);
+    const sanitizer = sanitize === false ? null : new Sanitizer(sanitize, label);
+    this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label, sanitizer);
     const scheduler = this.#scheduler;
     internals.set(this, { scheduler, staging: this.#staging });
     this.#host = {
@@ -238,7 +253,8 @@ export class Context {
       staging: this.#staging,
       device,
       label,
-      captureStacks,
+      // The sanitizer names where both racing ops were enqueued: it keeps every op's stack.
+      captureStacks: sanitizer ? 'all' : captureStacks,
       uploadPieceBytes,
       limits: {
         maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,
@@ -258,6 +274,7 @@ export class Context {
         for (const c of claimants) (c as Op).stream.owner.wake((c as Op).stream);
       },
       hostWindow,
+      sanitizer,
       checkWait: (claimants, what) => {
         const err = deadlock(claimants as Iterable<Op>, what);
         if (err) throw err;

@@ -126,6 +126,55 @@ export class WebGpuUnavailableError extends StreamError {
   override name = 'WebGpuUnavailableError';
 }
 
+/** One side of a race. */
+export interface RaceAccess {
+  /** The op's id; 0 for the host outside host functions. */
+  op: number;
+  /** The op's kind (`launch`, `copy`, `upload`, `download`, `hostFn`), or `host`. */
+  kind: string;
+  /** The op's name (`upload ->w0`, the kernel's label), or `host`. */
+  name: string;
+  /** Its stream's label; null for the host. */
+  stream: string | null;
+  /** Its context's label; null for the host. */
+  context: string | null;
+  write: boolean;
+  /** The user's frames where it was enqueued (or where the host touched the buffer). */
+  callSite: string | undefined;
+}
+
+/** What the sanitizer found. */
+export interface RaceReport {
+  /** `race`: two unordered accesses; `unrecorded-wait`: a wait on an event never recorded (CUDA proceeds silently). */
+  kind: 'race' | 'unrecorded-wait';
+  /** The buffer's label (empty for `unrecorded-wait`). */
+  buffer: string;
+  /** The overlapping bytes [start, end); null for `unrecorded-wait`. */
+  range: [number, number] | null;
+  /** The earlier access; null for `unrecorded-wait`. */
+  first: RaceAccess | null;
+  /** The access that found the race (for `unrecorded-wait`, the wait). */
+  second: RaceAccess;
+  /** The smallest change that orders the two. */
+  fix: string;
+  /** All of it in words. */
+  message: string;
+}
+
+/**
+ * A race the stream sanitizer found (`createContext({ sanitize: 'throw' })`): two accesses of
+ * overlapping bytes of one buffer, one a write, that nothing orders; thrown at the call that made
+ * the second. `report` names both ops, the bytes and the fix.
+ */
+export class StreamRaceError extends StreamError {
+  override name = 'StreamRaceError';
+  readonly report: RaceReport;
+  constructor(report: RaceReport, site: ErrorSite = {}) {
+    super(report.message, site);
+    this.report = report;
+  }
+}
+
 /** A readable one-line description of something thrown, whatever it is (a Symbol, an object whose toString throws). */
 export function describeThrown(err: unknown): string {
   if (err instanceof Error) {
@@ -158,7 +207,7 @@ export function captureSite(enabled: boolean): Error | undefined {
 
 /** A stack frame line: V8's `at ...`, or SpiderMonkey's and JavaScriptCore's `fn@file:line:col` (message lines are not). */
 const FRAME = /^at\s|@\S*:\d+:\d+$/;
-const INTERNAL_FRAME = /[\\/]src[\\/](stream|event|scheduler|errors|context|memory|pinned|kernels|op|host|staging)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
+const INTERNAL_FRAME = /[\\/]src[\\/](scheduler[\\/])?(stream|event|scheduler|errors|context|memory|pinned|kernels|op|host|staging|sanitizer|transfer|complete|encode)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
 
 /** The user's frames of a captured site, innermost first. */
 export function formatSite(site: string | Error | undefined): string | undefined {

@@ -5,6 +5,7 @@
  */
 import { EventNotReadyError, EventTimingError, InvalidArgumentError } from './errors.js';
 import type { Op } from './op.js';
+import { joinHost, type VectorClock } from './clock.js';
 import { StreamQueue } from './op.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { showValue, syncSignal, type SyncOptions } from './validate.js';
@@ -35,6 +36,8 @@ export class GpuEvent {
   readonly timing: boolean;
   /** @internal the most recent record op */
   last: Op | null = null;
+  /** @internal the sanitizer's clock of the most recent record (null when its context is not sanitized) */
+  clock: VectorClock | null = null;
   readonly #host: EventHost;
 
   /** @internal use `ctx.createEvent()` */
@@ -60,7 +63,9 @@ export class GpuEvent {
 
   /** True when the most recent record completed, or the event was never recorded (`cudaEventQuery`). */
   query(): boolean {
-    return !this.last || this.last.done;
+    const done = !this.last || this.last.done;
+    if (done) joinHost(this.clock);
+    return done;
   }
 
   /**
@@ -77,7 +82,11 @@ export class GpuEvent {
     }
     const op = this.last;
     if (!op) return Promise.resolve();
-    const failed = (): Promise<void> => (op.error ? Promise.reject(op.error) : Promise.resolve());
+    const clock = this.clock;
+    const failed = (): Promise<void> => {
+      joinHost(clock);
+      return op.error ? Promise.reject(op.error) : Promise.resolve();
+    };
     if (op.done) return failed();
     return this.owner.whenDone(op, signal, `event '${this.label}'.synchronize()`).then(failed);
   }

@@ -32,5 +32,7 @@ export {
   DependencyError,
   AbortError,
   WebGpuUnavailableError,
+  StreamRaceError,
 } from './errors.js';
-export type { ErrorSite } from './errors.js';
+export type { ErrorSite, RaceReport, RaceAccess } from './errors.js';
+export type { SanitizeMode } from './sanitizer.js';

@@ -13,6 +13,7 @@ import type { DeviceBuffer } from './memory.js';
 import type { PinnedBuffer } from './pinned.js';
 import type { Kernel } from './kernels.js';
 import type { StagingSlice } from './transfer.js';
+import type { StreamClock, VectorClock } from './clock.js';
 
 export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'hostFn' | 'record' | 'wait';
 
@@ -69,7 +70,12 @@ export interface RecordPayload {
 export interface WaitPayload {
   kind: 'wait';
   what: string;
+  /** For the sanitizer: the clock of what is waited for (an event's record, a stream), when known. */
+  clock: VectorClock | null;
+  /** A wait on an event that was never recorded (it orders nothing). */
+  unrecorded: boolean;
 }
+
 
 export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | HostFnPayload | RecordPayload | WaitPayload;
 
@@ -83,7 +89,7 @@ const RELEASED: Record<Exclude<OpKind, 'record'>, Payload> = Object.freeze({
   upload: Object.freeze({ kind: 'upload', pinned: null, staging: null }) as unknown as Payload,
   download: Object.freeze({ kind: 'download', pinned: null, view: null, readback: null }) as unknown as Payload,
   hostFn: Object.freeze({ kind: 'hostFn' }) as unknown as Payload,
-  wait: Object.freeze({ kind: 'wait', what: '' }) as unknown as Payload,
+  wait: Object.freeze({ kind: 'wait', what: '', clock: null, unrecorded: false }) as unknown as Payload,
 });
 
 /** One shared empty list of ops or buffers, for ops with none (frozen: a push would be a bug, and throws). */
@@ -250,6 +256,8 @@ export class StreamQueue {
   reportedCtx = 0;
   /** Synchronize calls (stream or context) waiting on this stream. */
   waiting = 0;
+  /** The sanitizer's clock of this stream, once a sanitized context enqueued on it. */
+  clock: StreamClock | null = null;
 
   constructor(
     readonly owner: QueueOwner,

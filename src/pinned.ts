@@ -10,6 +10,7 @@
  */
 import { DestroyedError, PinnedBufferBusyError, type StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
+import { joinHost } from './clock.js';
 
 /** The mapped range and the views made of it so far (each made on first use). */
 interface Views {
@@ -46,6 +47,8 @@ export interface PinnedHost {
   hostWindow(claimants: readonly Claimant[]): boolean;
   /** Throws DeadlockError when a running host function waits for a claimant queued behind it. */
   checkWait(claimants: readonly Claimant[], what: string): void;
+  /** The context's stream sanitizer, told of each view the host takes; null when off. */
+  readonly sanitizer: { hostAccess(p: PinnedBuffer): void } | null;
 }
 
 export class PinnedBuffer {
@@ -63,6 +66,8 @@ export class PinnedBuffer {
   /** @internal enqueued ops that use the buffer and have not completed (unordered: removal swaps in the last) */
   readonly claimants: Claimant[] = [];
   #views: Views | null = null;
+  /** @internal the sanitizer's join of the clocks of the ops that used it (handed to the host's clock with the buffer) */
+  usersClock: number[] | null = null;
   /** @internal the ops of the last batch that used it (encode.ts) */
   lastGroup: { readonly batch: number; readonly ops: unknown[] } | null = null;
   #mapping: Promise<void> | null = null;
@@ -89,6 +94,12 @@ export class PinnedBuffer {
 
   /** True when the host owns the buffer: mapped, and no enqueued op uses it. `ready()` waits for this. */
   get isHostOwned(): boolean {
+    const owned = this.#owned();
+    if (owned) joinHost(this.usersClock);
+    return owned;
+  }
+
+  #owned(): boolean {
     return this.state === 'mapped' && this.claims === 0 && !this.#destroyRequested && !this.#host.closed();
   }
 
@@ -98,7 +109,7 @@ export class PinnedBuffer {
    * there for the op after it (as CUDA allows). Any other code should `await ready()`.
    */
   #viewsUsable(): boolean {
-    if (this.isHostOwned) return true;
+    if (this.#owned()) return true;
     return this.state === 'mapped' && !this.#destroyRequested && !this.#host.closed() && this.claims === this.unencoded && this.#host.hostWindow(this.claimants);
   }
 
@@ -128,7 +139,10 @@ export class PinnedBuffer {
     if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, { op: 'ready' }));
     const closed = this.#host.closed();
     if (closed) return Promise.reject(closed);
-    if (this.isHostOwned) return Promise.resolve();
+    if (this.#owned()) {
+      joinHost(this.usersClock);
+      return Promise.resolve();
+    }
     try {
       this.#host.checkWait(this.claimants, `pinned buffer '${this.label}'.ready()`);
     } catch (e) {
@@ -160,7 +174,7 @@ export class PinnedBuffer {
    */
   unmap(): void {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'unmap' });
-    if (this.isHostOwned) this.unmapForGpu();
+    if (this.#owned()) this.unmapForGpu();
   }
 
   /** Frees the buffer once no op uses it. Idempotent; later use throws `DestroyedError`. */
@@ -264,7 +278,8 @@ export class PinnedBuffer {
     if (this.#waiters.length === 0) return;
     const closed = this.#host.closed();
     if (closed) return this.#rejectWaiters(closed);
-    if (!this.isHostOwned) return;
+    if (!this.#owned()) return;
+    joinHost(this.usersClock);
     const ws = this.#waiters;
     this.#waiters = [];
     this.#failWaiters = [];
@@ -301,6 +316,7 @@ export class PinnedBuffer {
         h ? { op: 'view', stream: h.stream.label } : { op: 'view' },
       );
     }
+    this.#host.sanitizer?.hostAccess(this);
     return (this.#views ??= { range: this.buffer.getMappedRange() });
   }
 }

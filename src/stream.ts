@@ -6,6 +6,7 @@
  */
 import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { GpuEvent } from './event.js';
+import { joinHost } from './clock.js';
 import { BufferUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
 import { DeviceBuffer } from './memory.js';
@@ -298,6 +299,7 @@ export class Stream {
     const timing = event.timing && this.#host.timestampQuery;
     const op = this.#enqueue({ kind: 'record', timing, timestamp: null, eventLabel: event.label }, NONE, NONE, site, event.label);
     event.last = op;
+    event.clock = this.queue.clock?.vc ?? null;
     return op.id;
   }
 
@@ -311,14 +313,14 @@ export class Stream {
   waitEvent(event: GpuEvent): number {
     const site = this.#site('waitEvent');
     if (!(event instanceof GpuEvent)) throw new InvalidArgumentError(`Expected \`event\` to be a GpuEvent (ctx.createEvent()), got ${showValue(event)}`, site);
-    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'` }, [event.last], NONE, site, event.label).id;
+    return this.#enqueue({ kind: 'wait', what: `event '${event.label}'`, clock: event.clock, unrecorded: event.last === null }, [event.last], NONE, site, event.label).id;
   }
 
   /** Later work of this stream waits for all work enqueued on `other` so far; `other` may belong to another context. */
   waitStream(other: Stream): number {
     const site = this.#site('waitStream');
     if (!(other instanceof Stream)) throw new InvalidArgumentError(`Expected \`other\` to be a Stream, got ${showValue(other)}`, site);
-    return this.#enqueue({ kind: 'wait', what: `stream '${other.label}'` }, [other.queue.tail], NONE, site, other.label).id;
+    return this.#enqueue({ kind: 'wait', what: `stream '${other.label}'`, clock: other.queue.clock?.vc ?? null, unrecorded: false }, [other.queue.tail], NONE, site, other.label).id;
   }
 
   /**
@@ -338,7 +340,9 @@ export class Stream {
   /** True when all work enqueued so far completed (`cudaStreamQuery`). */
   query(): boolean {
     const tail = this.queue.tail;
-    return !tail || tail.done;
+    const done = !tail || tail.done;
+    if (done) joinHost(this.queue.clock?.vc);
+    return done;
   }
 
   /** Enqueued ops not yet complete. */

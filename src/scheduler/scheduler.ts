@@ -23,6 +23,8 @@ import { Completer, inherit } from './complete.js';
 import { Encoder, type Batch } from './encode.js';
 import { StreamHeap } from './heap.js';
 import { deadlock } from './host.js';
+import { joinHost } from '../clock.js';
+import type { Sanitizer } from '../sanitizer.js';
 
 export interface SchedulerOptions {
   maxSubmitsInFlight: number;
@@ -66,6 +68,8 @@ export class Scheduler implements QueueOwner {
     readonly trace: Trace | null,
     /** The context's label, for messages. */
     readonly label: string,
+    /** The stream sanitizer, when the context has one. */
+    readonly sanitizer: Sanitizer | null = null,
   ) {
     this.#encoder = new Encoder(device, staging, { timestampQuery: options.timestampQuery, trace, labels: trace !== null });
     this.#completer = new Completer(this, this.#encoder);
@@ -115,6 +119,8 @@ export class Scheduler implements QueueOwner {
     } else if (!q.nonBlocking) deps = addDep(deps, this.defaultQueue.tail);
     const op = new Op(nextOpId++, q, payload, deps, buffers, callSite, subject, target);
     op.isolated = isolated;
+    // Checks and clocks the op before anything changes: a race thrown here leaves no trace.
+    if (this.sanitizer) this.sanitizer.enqueue(op, this.streams, this.defaultQueue);
     if (this.trace) op.times = new OpTimes(performance.now());
     // Indexed loops on the per-op path: unoptimized for-of allocates an iterator per loop.
     for (let i = 0; i < deps.length; i++) {
@@ -372,12 +378,14 @@ export class Scheduler implements QueueOwner {
     const from = q.reportedStream;
     const upTo = q.lastId;
     const tail = q.tail;
+    const clock = q.clock?.vc;
     q.waiting++;
     try {
       if (tail) await this.whenDone(tail, signal, `stream '${q.label}'.synchronize()`);
     } finally {
       q.waiting--;
     }
+    joinHost(clock);
     if (this.#closed) throw this.#closed;
     const err = failure(q, from, upTo);
     if (upTo > q.reportedStream) q.reportedStream = upTo;
@@ -391,7 +399,7 @@ export class Scheduler implements QueueOwner {
    */
   async synchronizeAll(signal?: AbortSignal): Promise<void> {
     if (this.#closed) throw this.#closed;
-    const marks = this.streams.map((q) => ({ q, from: q.reportedCtx, upTo: q.lastId }));
+    const marks = this.streams.map((q) => ({ q, from: q.reportedCtx, upTo: q.lastId, clock: q.clock?.vc }));
     const tails: Op[] = [];
     for (const q of this.streams) if (q.tail && !q.tail.done) tails.push(q.tail);
     const stuck = deadlock(tails, `context '${this.label}'.synchronize()`);
@@ -402,6 +410,7 @@ export class Scheduler implements QueueOwner {
     } finally {
       for (const m of marks) m.q.waiting--;
     }
+    for (const m of marks) joinHost(m.clock);
     if (this.#closed) throw this.#closed;
     const errors: StreamError[] = [];
     for (const { q, from, upTo } of marks) {

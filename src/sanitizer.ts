@@ -1,0 +1,279 @@
+/**
+ * The stream sanitizer (`createContext({ sanitize })`): finds cross-stream races when the second
+ * access is enqueued, as PyTorch's CUDA sanitizer does, with byte ranges instead of whole buffers.
+ *
+ * Happens-before follows the runtime's own ordering rules, never what happened to complete: one
+ * vector clock per stream plus one for the host (entry 0). An op ticks its stream's entry and
+ * joins the clocks it is ordered after (its stream, a waited event's record, a waited stream, the
+ * legacy default stream's edges, the host's clock, the host function enqueuing it). The host's
+ * clock joins what the host has seen complete: a resolved `synchronize()` of a stream, event or
+ * context, `query()` returning true, a pinned buffer handed back (`ready()`, `isHostOwned`).
+ * Stream clocks are copy-on-write, so an event or a wait keeps a reference, not a copy.
+ *
+ * An access is (buffer, byte range, read or write, stream entry, epoch); two conflict when their
+ * ranges overlap, one writes and the earlier one's epoch is not in the later one's clock. Accesses
+ * the host has seen complete, or that a later access of the same buffer covers and follows, are
+ * dropped, so the shadow stays small between host synchronizations.
+ *
+ * The state is per process (contexts may share a device, its buffers and each other's events);
+ * each context reports its own ops' races in its own mode.
+ */
+import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
+import { host, join, type StreamClock, type VectorClock } from './clock.js';
+import type { Op, StreamQueue } from './op.js';
+import { hostCaller } from './scheduler/host.js';
+
+/** What to do with a race: throw a `StreamRaceError` at the call, `console.warn` it, or call a function with the report. */
+export type SanitizeMode = 'throw' | 'warn' | ((report: RaceReport) => void);
+
+/** An access held in a buffer's shadow. */
+interface Access {
+  /** Clock entry of its stream (0: the host). */
+  readonly entry: number;
+  readonly epoch: number;
+  readonly write: boolean;
+  readonly start: number;
+  readonly end: number;
+  /** The op (null: the host outside host functions) and where it was enqueued. */
+  readonly op: Op | null;
+  readonly site: Error | undefined;
+}
+
+/** A race found while checking, before anything is committed. */
+interface Found {
+  buffer: string;
+  first: Access;
+  write: boolean;
+  start: number;
+  end: number;
+}
+
+let nextEntry = 1;
+const shadows = new WeakMap<GPUBuffer, Access[]>();
+/** Host functions' clocks, for what they touch and enqueue while running. */
+const hostFnClocks = new WeakMap<Op, VectorClock>();
+/** Accesses kept per buffer at most; past it the oldest go (fewer finds, never false ones). */
+const MAX_ACCESSES = 4096;
+
+function clockOf(q: StreamQueue): StreamClock {
+  return (q.clock ??= { entry: nextEntry++, vc: [], hostSeen: -1 });
+}
+
+/** What the host touches: a pinned buffer. */
+export interface HostTouched {
+  readonly buffer: GPUBuffer;
+  readonly label: string;
+  readonly size: number;
+  readonly kind: 'upload' | 'download';
+}
+
+export class Sanitizer {
+  constructor(
+    readonly mode: SanitizeMode,
+    /** The context's label, for messages. */
+    readonly label: string,
+  ) {}
+
+  /**
+   * Gives `op` (made, not yet queued) its clock and checks its accesses; reports a race before
+   * anything is committed, so in 'throw' mode the call throws and the op never exists.
+   */
+  enqueue(op: Op, streams: readonly StreamQueue[], defaultQueue: StreamQueue): void {
+    const q = op.stream;
+    const site = op.callSite ?? captureSite(true);
+    const sc = clockOf(q);
+    const vc = sc.vc.slice();
+    while (vc.length <= sc.entry) vc.push(0);
+    vc[sc.entry]!++;
+    if (sc.hostSeen !== host.version) join(vc, host.clock);
+    const caller = hostCaller();
+    if (caller) {
+      const hc = hostFnClocks.get(caller);
+      if (hc) join(vc, hc);
+    }
+    // CUDA's legacy default stream: it follows every blocking stream, and they follow it.
+    if (q.isDefault) {
+      for (const s of streams) if (!s.isDefault && !s.nonBlocking && s.clock) join(vc, s.clock.vc);
+    } else if (!q.nonBlocking && defaultQueue.clock) join(vc, defaultQueue.clock.vc);
+    const p = op.payload;
+    if (p.kind === 'wait') {
+      if (p.unrecorded) this.#report(unrecordedWait(op, site));
+      else if (p.clock) join(vc, p.clock);
+    }
+    const found = this.#checkOp(op, vc);
+    if (found) this.#report(raceReport(found, describeOp(op, found.write, site)));
+    // Commit.
+    sc.vc = vc;
+    sc.hostSeen = host.version;
+    recordOp(op, vc, sc.entry, site);
+    if (p.kind === 'hostFn') hostFnClocks.set(op, vc);
+    const pinned = op.pinned;
+    if (pinned) join((pinned.usersClock ??= []), vc);
+  }
+
+  /** The host (or the host function running now) takes a view of pinned buffer `p`. */
+  hostAccess(p: HostTouched): void {
+    const caller = hostCaller();
+    const hc = caller ? hostFnClocks.get(caller) : undefined;
+    const write = p.kind === 'upload';
+    let vc: VectorClock;
+    let entry: number;
+    let op: Op | null = null;
+    if (caller && hc) {
+      vc = hc;
+      entry = caller.stream.clock!.entry;
+      op = caller;
+    } else {
+      host.clock[0]!++;
+      host.version++;
+      vc = host.clock;
+      entry = 0;
+    }
+    const epoch = vc[entry]!;
+    const site = captureSite(true);
+    const found = check(p.buffer, p.label, 0, p.size, write, vc);
+    if (found) {
+      this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
+    }
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, op, site }, vc);
+  }
+
+  #checkOp(op: Op, vc: VectorClock): Found | null {
+    const p = op.payload;
+    switch (p.kind) {
+      case 'launch': {
+        const infos = p.kernel.bindings;
+        for (let i = 0; i < p.bindings.length; i++) {
+          const b = p.bindings[i]!;
+          const f = check(b, b.label || 'GPUBuffer', 0, b.size, infos[i]!.kind === 'storage', vc);
+          if (f) return f;
+        }
+        return null;
+      }
+      case 'copy':
+        return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc);
+      case 'upload':
+        return (p.pinned && check(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false, vc)) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc);
+      case 'download':
+        return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc) ?? (p.pinned && check(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true, vc));
+      default:
+        return null;
+    }
+  }
+
+  #report(r: RaceReport): void {
+    const m = this.mode;
+    if (m === 'throw') {
+      const s = r.second;
+      throw new StreamRaceError(r, { op: s.kind, stream: s.stream ?? undefined, context: s.context ?? this.label });
+    }
+    if (m === 'warn') console.warn(`webgpu-streams sanitizer (context '${this.label}'): ${r.message}`);
+    else m(r);
+  }
+}
+
+/** The first access of `buffer` that conflicts with this one and is not ordered before it; nothing is changed. */
+function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock): Found | null {
+  const list = shadows.get(buffer);
+  if (!list) return null;
+  const hc = host.clock;
+  for (let i = list.length - 1; i >= 0; i--) {
+    const a = list[i]!;
+    if (a.start >= end || start >= a.end || !(a.write || write)) continue;
+    if (a.epoch <= (hc[a.entry] ?? 0) || a.epoch <= (vc[a.entry] ?? 0)) continue;
+    return { buffer: label, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
+  }
+  return null;
+}
+
+/** Adds `acc` (made at clock `vc`) to its buffer's shadow, dropping what it supersedes and what the host saw complete. */
+function record(buffer: GPUBuffer, acc: Access, vc: VectorClock): void {
+  let list = shadows.get(buffer);
+  if (!list) {
+    shadows.set(buffer, [acc]);
+    return;
+  }
+  const hc = host.clock;
+  let kept = 0;
+  for (let i = 0; i < list.length; i++) {
+    const a = list[i]!;
+    if (a.epoch <= (hc[a.entry] ?? 0)) continue;
+    // Covered by `acc` and ordered before it: a later access that races with `a` races with
+    // `acc` too (a read cannot stand in for a write).
+    if (a.epoch <= (vc[a.entry] ?? 0) && acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write)) continue;
+    list[kept++] = a;
+  }
+  list.length = kept;
+  if (list.length >= MAX_ACCESSES) list = list.slice(list.length - MAX_ACCESSES + 1);
+  list.push(acc);
+  shadows.set(buffer, list);
+}
+
+/** Adds `op`'s accesses (made at clock `vc`, its stream's `entry`) to the shadows. */
+function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefined): void {
+  const p = op.payload;
+  const epoch = vc[entry]!;
+  const add = (b: GPUBuffer, start: number, end: number, write: boolean): void => record(b, { entry, epoch, write, start, end, op, site }, vc);
+  switch (p.kind) {
+    case 'launch':
+      for (let i = 0; i < p.bindings.length; i++) add(p.bindings[i]!, 0, p.bindings[i]!.size, p.kernel.bindings[i]!.kind === 'storage');
+      break;
+    case 'copy':
+      add(p.src, p.srcOffset, p.srcOffset + p.size, false);
+      add(p.dst, p.dstOffset, p.dstOffset + p.size, true);
+      break;
+    case 'upload':
+      if (p.pinned) add(p.pinned.buffer, p.srcOffset, p.srcOffset + p.size, false);
+      add(p.dst, p.dstOffset, p.dstOffset + p.size, true);
+      break;
+    case 'download':
+      add(p.src, p.srcOffset, p.srcOffset + p.size, false);
+      if (p.pinned) add(p.pinned.buffer, p.dstOffset, p.dstOffset + p.size, true);
+      break;
+  }
+}
+
+function describeOp(op: Op, write: boolean, site: Error | undefined): RaceAccess {
+  return { op: op.id, kind: op.kind, name: op.name, stream: op.stream.label, context: op.stream.owner.label, write, callSite: formatSite(site) };
+}
+
+function hostAccessOf(write: boolean, site: Error | undefined): RaceAccess {
+  return { op: 0, kind: 'host', name: 'host', stream: null, context: null, write, callSite: formatSite(site) };
+}
+
+function describe(a: RaceAccess): string {
+  return a.op === 0 ? 'the host' : `op #${a.op} '${a.name}' on stream '${a.stream}'`;
+}
+
+function raceReport(f: Found, second: RaceAccess): RaceReport {
+  const a = f.first;
+  const first: RaceAccess = a.op
+    ? { op: a.op.id, kind: a.op.kind, name: a.op.name, stream: a.op.stream.label, context: a.op.stream.owner.label, write: a.write, callSite: formatSite(a.site) }
+    : hostAccessOf(a.write, a.site);
+  const verb = (x: RaceAccess): string => (x.write ? 'writes' : 'reads');
+  const fix = fixFor(first, second, f.buffer);
+  const range: [number, number] = [f.start, f.end];
+  const at = (x: RaceAccess): string => (x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} ${x.callSite.split('\n')[0]}` : '');
+  const message =
+    `race on buffer '${f.buffer}' bytes [${range[0]}, ${range[1]}): ${describe(second)} ${verb(second)} them while ${describe(first)} ${verb(first)} them, and nothing orders the two` +
+    `\n  fix: ${fix}` +
+    `\n  first: ${describe(first)} (${first.write ? 'write' : 'read'})${at(first)}` +
+    `\n  second: ${describe(second)} (${second.write ? 'write' : 'read'})${at(second)}`;
+  return { kind: 'race', buffer: f.buffer, range, first, second, fix, message };
+}
+
+/** The smallest ordering that removes the race between `first` and the later `second`. */
+function fixFor(first: RaceAccess, second: RaceAccess, buffer: string): string {
+  if (first.op === 0) return `touch '${buffer}' on the host before enqueuing op #${second.op}, or from a host function on stream '${second.stream}' ahead of it`;
+  const on = (x: RaceAccess): string => `'${x.stream}'${x.context && x.context !== second.context ? ` (context '${x.context}')` : ''}`;
+  if (second.op === 0) {
+    return `await ${on(first)}.synchronize(), an event recorded after op #${first.op}${first.kind === 'upload' || first.kind === 'download' ? `, or ready() of '${buffer}'` : ''} before the host touches '${buffer}'`;
+  }
+  return `record an event on ${on(first)} after op #${first.op} and waitEvent it on '${second.stream}' before op #${second.op}`;
+}
+
+function unrecordedWait(op: Op, site: Error | undefined): RaceReport {
+  const second: RaceAccess = { ...describeOp(op, false, site), kind: 'waitEvent' };
+  const fix = `record the event before waiting on it; a wait on a never-recorded event orders nothing (CUDA proceeds silently)`;
+  return { kind: 'unrecorded-wait', buffer: '', range: null, first: null, second, fix, message: `op #${op.id} '${op.name}' on stream '${op.stream.label}' waits on an event that was never recorded, so it orders nothing\n  fix: ${fix}` };
+}
