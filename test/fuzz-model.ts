@@ -888,9 +888,11 @@ export class Generator {
     if (ins.length === 0) return false;
     const a = this.pick(ins);
     const b = this.chance(0.15) ? a : this.pick(ins);
+    // A launch counts as touching its whole bindings (the stream sanitizer cannot know which
+    // elements a shader reads), so the inputs' synchronizations cover them whole.
     const needs: Need[] = [
-      { res: a.id, lo: 0, hi: out.words, w: false },
-      { res: b.id, lo: 0, hi: out.words, w: false },
+      { res: a.id, lo: 0, hi: a.words, w: false },
+      { res: b.id, lo: 0, hi: b.words, w: false },
       { res: out.id, lo: 0, hi: out.words, w: true },
     ];
     this.#op({ k: 'add', s, kc: this.#kernelCtx(s), a: a.id, b: b.id, out: out.id, extraGroups: this.chance(0.2) ? this.int(1, 3) : 0 }, needs);
@@ -1003,7 +1005,7 @@ export class Generator {
         const b = this.pick(bs);
         const x = doom('f32', this.int(out.words, 1100));
         const needs: Need[] = [
-          { res: b.id, lo: 0, hi: out.words, w: false },
+          { res: b.id, lo: 0, hi: b.words, w: false },
           { res: out.id, lo: 0, hi: out.words, w: true },
         ];
         this.#op({ k: 'add', s, kc: this.#kernelCtx(s), a: x.id, b: b.id, out: out.id, extraGroups: 0, why }, needs);
@@ -1014,8 +1016,8 @@ export class Generator {
         const b = this.pick(f32);
         const x = doom('f32', this.int(1, Math.min(a.words, b.words)));
         const needs: Need[] = [
-          { res: a.id, lo: 0, hi: x.words, w: false },
-          { res: b.id, lo: 0, hi: x.words, w: false },
+          { res: a.id, lo: 0, hi: a.words, w: false },
+          { res: b.id, lo: 0, hi: b.words, w: false },
         ];
         this.#op({ k: 'add', s, kc: this.#kernelCtx(s), a: a.id, b: b.id, out: x.id, extraGroups: 0, why }, needs);
         return s;

@@ -17,7 +17,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext, randomSeed, rng, sleepRef, vectorAddRef } from './fixtures/gpu.js';
-import { createContext, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type Stream } from '../src/index.js';
+import { createContext, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type RaceReport, type Stream } from '../src/index.js';
 import { CTX_VARIANTS, describeProgram, describeStep, generateProgram, programFamily, showOutcome, type CtxVariant, type ErrName, type Force, type Program, type Range, type ResSpec, type Step } from './fuzz-model.js';
 import { benchKernels } from '../bench/kernels/index';
 
@@ -52,11 +52,17 @@ function parseVariant(v: string | undefined): Force {
  */
 let ctx: GpuCtx;
 let ctxB: Context | undefined;
+/**
+ * Every context runs with the stream sanitizer: the programs are race-free, so it must report no
+ * race, and exactly one unrecorded wait per waitEvent step on an event not recorded before it.
+ */
+const sanReports: RaceReport[] = [];
+const sanitize = (r: RaceReport): void => void sanReports.push(r);
 let ctxC: GpuCtx | undefined;
 beforeAll(async () => {
   // Pageable uploads above 4 KiB (up to 1100 words in the generator) go in pieces, so random
   // programs cover both the whole and the pieced path (ContextOptions.uploadPieceBytes).
-  ctx = await gpuContext({ uploadPieceBytes: 4096 });
+  ctx = await gpuContext({ uploadPieceBytes: 4096, sanitize });
 });
 afterAll(() => {
   ctxC?.destroy();
@@ -72,10 +78,10 @@ async function contextsFor(p: Program): Promise<Context[]> {
     else if (c.device === 0) {
       // Borrowed device, a small submit window and small batches: B's work queues on the host more
       // often, where it waits on A's and A's waits on it.
-      ctxB ??= await createContext({ device: ctx.device, label: 'B', maxSubmitsInFlight: 2, maxOpsPerSubmit: 4 });
+      ctxB ??= await createContext({ device: ctx.device, label: 'B', maxSubmitsInFlight: 2, maxOpsPerSubmit: 4, sanitize });
       out.push(ctxB);
     } else {
-      ctxC ??= await gpuContext({ label: 'C', uploadPieceBytes: 8192, captureStacks: 'all' });
+      ctxC ??= await gpuContext({ label: 'C', uploadPieceBytes: 8192, captureStacks: 'all', sanitize });
       out.push(ctxC);
     }
   }
@@ -100,7 +106,7 @@ async function replaceContexts(): Promise<void> {
   ctxB?.destroy();
   ctx.destroy();
   ctxB = ctxC = undefined;
-  ctx = await gpuContext({ uploadPieceBytes: 4096 });
+  ctx = await gpuContext({ uploadPieceBytes: 4096, sanitize });
   hung = false;
 }
 
@@ -224,6 +230,9 @@ async function runProgram(p: Program): Promise<string[]> {
 
   let at = -1;
   const ran = new Set<number>();
+  sanReports.length = 0;
+  const recorded = new Set<number>();
+  let unrecordedWaits = 0;
   const hostFn = (i: number, step: Extract<Step, { k: 'hostFn' }>): (() => void | Promise<void>) => {
     const check = (): void => {
       ran.add(i);
@@ -293,8 +302,10 @@ async function runProgram(p: Program): Promise<string[]> {
         case 'record':
           if (p.streams[step.s]!.isDefault && i % 2 === 0) events[step.e]!.record(); // event.record() defaults to its context's default stream
           else streams[step.s]!.record(events[step.e]!);
+          recorded.add(step.e);
           break;
         case 'waitEvent':
+          if (!recorded.has(step.e)) unrecordedWaits++;
           streams[step.s]!.waitEvent(events[step.e]!);
           break;
         case 'waitStream':
@@ -366,6 +377,9 @@ async function runProgram(p: Program): Promise<string[]> {
       const d = diffWords(got, p.final[r.id]!, r.cls, p.unknown[r.id]);
       if (d) problems.push(`final ${r.name} (${r.kind} ${r.cls}[${r.words}]): ${d}`);
     }
+    for (const r of sanReports) if (r.kind === 'race') problems.push(`sanitizer reported a race in a race-free program: ${r.message}`);
+    const unrecorded = sanReports.filter((r) => r.kind === 'unrecorded-wait').length;
+    if (unrecorded !== unrecordedWaits) problems.push(`sanitizer reported ${unrecorded} waits on unrecorded events; the program has ${unrecordedWaits}`);
     // A host function runs exactly when the model says its op runs.
     for (const [i, step] of p.steps.entries()) {
       if (step.k !== 'hostFn') continue;
@@ -860,7 +874,7 @@ describe('fuzz: findings', () => {
   // not say its device) and must fail alone, inside the submit's error scope. Its bind group was
   // made outside that scope, so WebGPU also raised an uncaptured error on the device.
   it("a launch with another device's raw GPUBuffer fails its op without an uncaptured WebGPU error", async () => {
-    ctxC ??= await gpuContext({ label: 'C', uploadPieceBytes: 8192, captureStacks: 'all' });
+    ctxC ??= await gpuContext({ label: 'C', uploadPieceBytes: 8192, captureStacks: 'all', sanitize });
     const s = ctx.createStream({ label: 'foreign' });
     const foreign = ctxC.device.createBuffer({ size: 256, usage: RAW_USAGE, label: 'foreign' });
     const before = ctx.errors.length;
