@@ -34,6 +34,8 @@ interface Access {
   readonly write: boolean;
   readonly start: number;
   readonly end: number;
+  /** The clock it was made at (a stream's copy-on-write clock, or a copy of the host's). */
+  readonly vc: VectorClock;
   /** The op (null: the host outside host functions) and where it was enqueued. */
   readonly op: Op | null;
   readonly site: Error | undefined;
@@ -100,7 +102,7 @@ export class Sanitizer {
       if (p.unrecorded) this.#report(unrecordedWait(op, site));
       else if (p.clock) join(vc, p.clock);
     }
-    const found = this.#checkOp(op, vc);
+    const found = checkOp(op, vc, sc.entry);
     if (found) this.#report(raceReport(found, describeOp(op, found.write, site)));
     // Commit.
     sc.vc = vc;
@@ -129,36 +131,14 @@ export class Sanitizer {
       vc = host.clock;
       entry = 0;
     }
+    if (!op) vc = vc.slice();
     const epoch = vc[entry]!;
     const site = captureSite(true);
-    const found = check(p.buffer, p.label, 0, p.size, write, vc);
+    const found = check(p.buffer, p.label, 0, p.size, write, vc, entry);
     if (found) {
       this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
     }
-    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, op, site }, vc);
-  }
-
-  #checkOp(op: Op, vc: VectorClock): Found | null {
-    const p = op.payload;
-    switch (p.kind) {
-      case 'launch': {
-        const infos = p.kernel.bindings;
-        for (let i = 0; i < p.bindings.length; i++) {
-          const b = p.bindings[i]!;
-          const f = check(b, b.label || 'GPUBuffer', 0, b.size, infos[i]!.kind === 'storage', vc);
-          if (f) return f;
-        }
-        return null;
-      }
-      case 'copy':
-        return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc);
-      case 'upload':
-        return (p.pinned && check(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false, vc)) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc);
-      case 'download':
-        return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc) ?? (p.pinned && check(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true, vc));
-      default:
-        return null;
-    }
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site });
   }
 
   #report(r: RaceReport): void {
@@ -172,22 +152,50 @@ export class Sanitizer {
   }
 }
 
+/** The first race of `op`'s accesses (made at clock `vc`, its stream's `entry`), or null. */
+function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
+  const p = op.payload;
+  switch (p.kind) {
+    case 'launch': {
+      const infos = p.kernel.bindings;
+      for (let i = 0; i < p.bindings.length; i++) {
+        const b = p.bindings[i]!;
+        const f = check(b, b.label || 'GPUBuffer', 0, b.size, infos[i]!.kind === 'storage', vc, entry);
+        if (f) return f;
+      }
+      return null;
+    }
+    case 'copy':
+      return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc, entry) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc, entry);
+    case 'upload':
+      return (p.pinned && check(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false, vc, entry)) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc, entry);
+    case 'download':
+      return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc, entry) ?? (p.pinned && check(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true, vc, entry));
+    default:
+      return null;
+  }
+}
+
 /** The first access of `buffer` that conflicts with this one and is not ordered before it; nothing is changed. */
-function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock): Found | null {
+function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number): Found | null {
   const list = shadows.get(buffer);
   if (!list) return null;
   const hc = host.clock;
+  const epoch = vc[entry]!;
   for (let i = list.length - 1; i >= 0; i--) {
     const a = list[i]!;
     if (a.start >= end || start >= a.end || !(a.write || write)) continue;
-    if (a.epoch <= (hc[a.entry] ?? 0) || a.epoch <= (vc[a.entry] ?? 0)) continue;
+    // Ordered either way: `a` before this access, or (a host function's access, checked when it
+    // runs, against ops enqueued after it) this access before `a`.
+    if (a.epoch <= (hc[a.entry] ?? 0) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
     return { buffer: label, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
   }
   return null;
 }
 
-/** Adds `acc` (made at clock `vc`) to its buffer's shadow, dropping what it supersedes and what the host saw complete. */
-function record(buffer: GPUBuffer, acc: Access, vc: VectorClock): void {
+/** Adds `acc` to its buffer's shadow, dropping what it supersedes and what the host saw complete. */
+function record(buffer: GPUBuffer, acc: Access): void {
+  const vc = acc.vc;
   let list = shadows.get(buffer);
   if (!list) {
     shadows.set(buffer, [acc]);
@@ -213,7 +221,7 @@ function record(buffer: GPUBuffer, acc: Access, vc: VectorClock): void {
 function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefined): void {
   const p = op.payload;
   const epoch = vc[entry]!;
-  const add = (b: GPUBuffer, start: number, end: number, write: boolean): void => record(b, { entry, epoch, write, start, end, op, site }, vc);
+  const add = (b: GPUBuffer, start: number, end: number, write: boolean): void => record(b, { entry, epoch, write, start, end, vc, op, site });
   switch (p.kind) {
     case 'launch':
       for (let i = 0; i < p.bindings.length; i++) add(p.bindings[i]!, 0, p.bindings[i]!.size, p.kernel.bindings[i]!.kind === 'storage');
