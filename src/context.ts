@@ -86,8 +86,9 @@ export interface ContextOptions {
    * The stream sanitizer: finds two accesses of overlapping bytes of one buffer, one a write, that
    * no stream order, event, wait or host synchronization orders, when the second is enqueued:
    * `'throw'` a `StreamRaceError` at that call, `'warn'` on the console, or call a function with
-   * the `RaceReport`. It also reports waits on never-recorded events. For development and tests:
-   * it keeps a stack per op. @default false (off; no cost)
+   * the `RaceReport`. It also reports waits on never-recorded events. A report names where the
+   * second access was made; the first one's call site too with `captureStacks: 'all'` (a stack
+   * per op costs about as much as the rest of the op). @default false (off; no cost)
    */
   sanitize?: false | SanitizeMode;
   /** The context's label, in error messages and on the device it requests. @default 'ctx#<n>' */
@@ -253,8 +254,7 @@ export class Context {
       staging: this.#staging,
       device,
       label,
-      // The sanitizer names where both racing ops were enqueued: it keeps every op's stack.
-      captureStacks: sanitizer ? 'all' : captureStacks,
+      captureStacks,
       uploadPieceBytes,
       limits: {
         maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,

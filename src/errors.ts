@@ -194,14 +194,25 @@ export function describeThrown(err: unknown): string {
 /**
  * Captures the current stack for a later error. V8 records the frames at construction and formats
  * them only when `.stack` is read, so this is cheap per op; formatting happens on failure only.
+ * `above`: the library function the user called; its frames and those inside it are skipped, so
+ * only the user's nearest frames are collected (the cost grows with each frame collected).
  */
-export function captureSite(enabled: boolean): Error | undefined {
+export function captureSite(enabled: boolean, above?: (...args: never[]) => unknown): Error | undefined {
   if (!enabled) return undefined;
+  const E = Error as ErrorConstructor & { captureStackTrace?(o: object, f?: unknown): void };
+  const limit = E.stackTraceLimit;
+  if (above && typeof E.captureStackTrace === 'function') {
+    E.stackTraceLimit = 0;
+    const e = new Error('enqueued here');
+    E.stackTraceLimit = 2;
+    E.captureStackTrace(e, above);
+    E.stackTraceLimit = limit;
+    return e;
+  }
   // Few frames: the library's own (2-3) and the user's nearest ones; fewer frames, less to collect.
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 8;
+  E.stackTraceLimit = 8;
   const e = new Error('enqueued here');
-  Error.stackTraceLimit = limit;
+  E.stackTraceLimit = limit;
   return e;
 }
 

@@ -51,11 +51,11 @@ interface Found {
 }
 
 let nextEntry = 1;
-const shadows = new WeakMap<GPUBuffer, Access[]>();
+const shadows = new WeakMap<GPUBuffer, Shadow>();
 /** Host functions' clocks, for what they touch and enqueue while running. */
 const hostFnClocks = new WeakMap<Op, VectorClock>();
-/** Accesses kept per buffer at most; past it the oldest go (fewer finds, never false ones). */
-const MAX_ACCESSES = 4096;
+/** Accesses kept per buffer at most; past it those of the lowest offsets go (fewer finds, never false ones). */
+const MAX_ACCESSES = 1 << 16;
 
 function clockOf(q: StreamQueue): StreamClock {
   return (q.clock ??= { entry: nextEntry++, vc: [], hostSeen: -1 });
@@ -82,11 +82,13 @@ export class Sanitizer {
    */
   enqueue(op: Op, streams: readonly StreamQueue[], defaultQueue: StreamQueue): void {
     const q = op.stream;
-    const site = op.callSite ?? captureSite(true);
+    // The op's stack when its context keeps one (captureStacks); the second access of a race takes
+    // the stack of the call being made now, when it is reported.
+    const site = op.callSite;
     const sc = clockOf(q);
     const vc = sc.vc.slice();
     while (vc.length <= sc.entry) vc.push(0);
-    vc[sc.entry]!++;
+    vc[sc.entry] = vc[sc.entry]! + 1;
     if (sc.hostSeen !== host.version) join(vc, host.clock);
     const caller = hostCaller();
     if (caller) {
@@ -99,11 +101,11 @@ export class Sanitizer {
     } else if (!q.nonBlocking && defaultQueue.clock) join(vc, defaultQueue.clock.vc);
     const p = op.payload;
     if (p.kind === 'wait') {
-      if (p.unrecorded) this.#report(unrecordedWait(op, site));
+      if (p.unrecorded) this.#report(unrecordedWait(op, site ?? captureSite(true)));
       else if (p.clock) join(vc, p.clock);
     }
     const found = checkOp(op, vc, sc.entry);
-    if (found) this.#report(raceReport(found, describeOp(op, found.write, site)));
+    if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? captureSite(true))));
     // Commit.
     sc.vc = vc;
     sc.hostSeen = host.version;
@@ -133,12 +135,12 @@ export class Sanitizer {
     }
     if (!op) vc = vc.slice();
     const epoch = vc[entry]!;
-    const site = captureSite(true);
     const found = check(p.buffer, p.label, 0, p.size, write, vc, entry);
     if (found) {
+      const site = captureSite(true);
       this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
     }
-    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site });
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: undefined });
   }
 
   #report(r: RaceReport): void {
@@ -176,67 +178,120 @@ function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
   }
 }
 
-/** The first access of `buffer` that conflicts with this one and is not ordered before it; nothing is changed. */
+/**
+ * A buffer's accesses, sorted by start offset: a check looks only at those that can overlap its
+ * range (start within `maxLen` below it), so disjoint chunks of one buffer cost O(log n) each.
+ */
+class Shadow {
+  list: Access[] = [];
+  /** The longest range in `list` (it only shrinks at a sweep). */
+  maxLen = 0;
+  /** Sweep out what the host saw complete when the list grows this long. */
+  sweepAt = 64;
+
+  /** Index of the first access whose start is >= `at`. */
+  upper(at: number): number {
+    const list = this.list;
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid]!.start < at) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
+
+/** Ordered before the host's present: every later access follows it. */
+const seenByHost = (a: Access): boolean => a.epoch <= (host.clock[a.entry] ?? 0);
+
+/** The access of `buffer` nearest the end that conflicts with this one and is ordered neither way; nothing is changed. */
 function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number): Found | null {
-  const list = shadows.get(buffer);
-  if (!list) return null;
-  const hc = host.clock;
+  const sh = shadows.get(buffer);
+  if (!sh) return null;
+  const list = sh.list;
   const epoch = vc[entry]!;
-  for (let i = list.length - 1; i >= 0; i--) {
+  const from = start - sh.maxLen;
+  for (let i = sh.upper(end) - 1; i >= 0; i--) {
     const a = list[i]!;
-    if (a.start >= end || start >= a.end || !(a.write || write)) continue;
+    if (a.start <= from) break;
+    if (start >= a.end || !(a.write || write)) continue;
     // Ordered either way: `a` before this access, or (a host function's access, checked when it
     // runs, against ops enqueued after it) this access before `a`.
-    if (a.epoch <= (hc[a.entry] ?? 0) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
+    if (seenByHost(a) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
     return { buffer: label, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
   }
   return null;
 }
 
-/** Adds `acc` to its buffer's shadow, dropping what it supersedes and what the host saw complete. */
+/** Adds `acc` to its buffer's shadow, dropping what it supersedes and, now and then, what the host saw complete. */
 function record(buffer: GPUBuffer, acc: Access): void {
+  let sh = shadows.get(buffer);
+  if (!sh) shadows.set(buffer, (sh = new Shadow()));
   const vc = acc.vc;
-  let list = shadows.get(buffer);
-  if (!list) {
-    shadows.set(buffer, [acc]);
-    return;
+  let list = sh.list;
+  // Covered by `acc` and ordered before it: a later access that races with one of them races
+  // with `acc` too (a read cannot stand in for a write).
+  const hi = sh.upper(acc.end);
+  let lo = hi;
+  const from = acc.start - sh.maxLen;
+  while (lo > 0 && list[lo - 1]!.start > from) lo--;
+  // The window [lo, hi) becomes its survivors with `acc` in start order: in place when that keeps
+  // its length (an access replacing one it covers), else one splice.
+  if (lo === hi) {
+    if (lo === list.length) list.push(acc);
+    else list.splice(lo, 0, acc);
+  } else {
+    let placed = false;
+    const win: Access[] = [];
+    for (let i = lo; i < hi; i++) {
+      const a = list[i]!;
+      const covered = acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write) && a.epoch <= (vc[a.entry] ?? 0);
+      if (covered || seenByHost(a)) continue;
+      if (!placed && a.start >= acc.start) {
+        win.push(acc);
+        placed = true;
+      }
+      win.push(a);
+    }
+    if (!placed) win.push(acc);
+    if (win.length === hi - lo) for (let i = 0; i < win.length; i++) list[lo + i] = win[i]!;
+    else list.splice(lo, hi - lo, ...win);
   }
-  const hc = host.clock;
-  let kept = 0;
-  for (let i = 0; i < list.length; i++) {
-    const a = list[i]!;
-    if (a.epoch <= (hc[a.entry] ?? 0)) continue;
-    // Covered by `acc` and ordered before it: a later access that races with `a` races with
-    // `acc` too (a read cannot stand in for a write).
-    if (a.epoch <= (vc[a.entry] ?? 0) && acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write)) continue;
-    list[kept++] = a;
+  if (acc.end - acc.start > sh.maxLen) sh.maxLen = acc.end - acc.start;
+  if (list.length >= sh.sweepAt) {
+    list = sh.list = list.filter((a) => !seenByHost(a));
+    if (list.length > MAX_ACCESSES) list = sh.list = list.slice(list.length - MAX_ACCESSES);
+    let max = 0;
+    for (const a of list) if (a.end - a.start > max) max = a.end - a.start;
+    sh.maxLen = max;
+    sh.sweepAt = Math.max(64, 2 * list.length);
   }
-  list.length = kept;
-  if (list.length >= MAX_ACCESSES) list = list.slice(list.length - MAX_ACCESSES + 1);
-  list.push(acc);
-  shadows.set(buffer, list);
 }
 
 /** Adds `op`'s accesses (made at clock `vc`, its stream's `entry`) to the shadows. */
 function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefined): void {
   const p = op.payload;
   const epoch = vc[entry]!;
-  const add = (b: GPUBuffer, start: number, end: number, write: boolean): void => record(b, { entry, epoch, write, start, end, vc, op, site });
   switch (p.kind) {
     case 'launch':
-      for (let i = 0; i < p.bindings.length; i++) add(p.bindings[i]!, 0, p.bindings[i]!.size, p.kernel.bindings[i]!.kind === 'storage');
+      for (let i = 0; i < p.bindings.length; i++) {
+        const b = p.bindings[i]!;
+        record(b, { entry, epoch, write: p.kernel.bindings[i]!.kind === 'storage', start: 0, end: b.size, vc, op, site });
+      }
       break;
     case 'copy':
-      add(p.src, p.srcOffset, p.srcOffset + p.size, false);
-      add(p.dst, p.dstOffset, p.dstOffset + p.size, true);
+      record(p.src, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
+      record(p.dst, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
       break;
     case 'upload':
-      if (p.pinned) add(p.pinned.buffer, p.srcOffset, p.srcOffset + p.size, false);
-      add(p.dst, p.dstOffset, p.dstOffset + p.size, true);
+      if (p.pinned) record(p.pinned.buffer, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
+      record(p.dst, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
       break;
     case 'download':
-      add(p.src, p.srcOffset, p.srcOffset + p.size, false);
-      if (p.pinned) add(p.pinned.buffer, p.dstOffset, p.dstOffset + p.size, true);
+      record(p.src, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
+      if (p.pinned) record(p.pinned.buffer, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
       break;
   }
 }
@@ -261,7 +316,8 @@ function raceReport(f: Found, second: RaceAccess): RaceReport {
   const verb = (x: RaceAccess): string => (x.write ? 'writes' : 'reads');
   const fix = fixFor(first, second, f.buffer);
   const range: [number, number] = [f.start, f.end];
-  const at = (x: RaceAccess): string => (x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} ${x.callSite.split('\n')[0]}` : '');
+  const at = (x: RaceAccess): string =>
+    x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} ${x.callSite.split('\n')[0]}` : x === first && x.op !== 0 ? ` (its call site is kept with createContext({ captureStacks: 'all' }))` : '';
   const message =
     `race on buffer '${f.buffer}' bytes [${range[0]}, ${range[1]}): ${describe(second)} ${verb(second)} them while ${describe(first)} ${verb(first)} them, and nothing orders the two` +
     `\n  fix: ${fix}` +

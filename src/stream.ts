@@ -371,7 +371,7 @@ export class Stream {
    */
   #site(op: string, failsLater = false): Site {
     const mode = this.#host.captureStacks;
-    const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true) : undefined;
+    const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true, (Stream.prototype as unknown as Record<string, (...args: never[]) => unknown>)[op]) : undefined;
     const site = new CallSite(op, this.label, this.#host.label, eager, mode !== false);
     if (this.queue.destroyed) throw new DestroyedError(`stream '${this.label}' was destroyed; create a new one with ctx.createStream()`, site);
     this.#host.checkAlive(op, this.label);

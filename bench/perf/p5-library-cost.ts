@@ -6,6 +6,8 @@
  * - Host cost per enqueued op over 10,000 256-byte copies (enqueue + flush), with the default
  *   `captureStacks: true` and, on a second context, `captureStacks: false`; the raw floor (one
  *   encoder, one submit) for comparison.
+ * - The same with the stream sanitizer on (a context with `sanitize: 'throw'`), over 1 and 16
+ *   streams and with many buffers holding live accesses, against the same runs with it off.
  */
 import type { Context, DeviceBuffer, Kernel, PinnedBuffer, Stream } from 'webgpu-streams';
 import { createContext } from 'webgpu-streams';
@@ -48,11 +50,13 @@ const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_
 
 export const TARGET_P5 = 1.05;
 export const TARGET_P5_OP_US = 5;
+/** Host cost per op with the sanitizer on / off. */
+export const TARGET_P5_SANITIZER = 2;
 
 export const libraryCostGroup: PerfGroup = {
   id: 'library-cost',
   title: 'P5: library vs raw WebGPU pipeline; host cost per op',
-  metrics: ['P5', 'P5.opCost'],
+  metrics: ['P5', 'P5.opCost', 'P5.sanitizer'],
   async run(ctx: Context, opts: PerfOptions): Promise<PerfGroupResult> {
     const p = opts.quick ? QUICK : FULL;
     const seed = seedOf(opts);
@@ -203,9 +207,89 @@ export const libraryCostGroup: PerfGroup = {
         }),
       );
     }
+    // ------------------------------------------------------------------ sanitizer cost
+    if (opts.createContext) {
+      progress('P5: host cost per op with the stream sanitizer on and off', 0.9);
+      metrics.push(await sanitizerCost(ctx, opts.createContext, p, seed));
+    }
     return { metrics, tables: [] };
   },
 };
+
+/**
+ * Op cost (enqueue + flush) with the sanitizer on / off on contexts of one device, at 1 and 16
+ * streams, and on with `live` other buffers in the sanitizer's shadows (a buffer's accesses are
+ * looked up per buffer, so they should cost nothing per op).
+ */
+async function sanitizerCost(ctx: Context, create: NonNullable<PerfOptions['createContext']>, p: Params, seed: number): Promise<PerfMetric> {
+  const off = await create({ label: 'perf sanitize=off' });
+  const on = await create({ label: 'perf sanitize=throw', sanitize: 'throw' });
+  const onAll = await create({ label: "perf sanitize=throw, captureStacks='all'", sanitize: 'throw', captureStacks: 'all' });
+  const live = 1000;
+  const checks: Check[] = [];
+  const rows: Record<string, OpCost> = {};
+  const benches = { off: new OpBench(off, p.ops, seed ^ 0x5a), on: new OpBench(on, p.ops, seed ^ 0xa5), onAll: new OpBench(onAll, p.ops, seed ^ 0x3c) };
+  const held: DeviceBuffer[] = [];
+  try {
+    for (const streams of [1, 16]) {
+      for (const [name, b] of [['off', benches.off], ['on', benches.on]] as const) {
+        rows[`${name}${streams}`] = await b.measure(p.ops, streams, p.opRepeats);
+        checks.push({ ...rows[`${name}${streams}`]!.check, detail: `sanitizer ${name}, ${streams} stream${streams > 1 ? 's' : ''}: ${rows[`${name}${streams}`]!.check.detail}` });
+      }
+    }
+    rows.onAll = await benches.onAll.measure(p.ops, 1, p.opRepeats);
+    checks.push({ ...rows.onAll.check, detail: `sanitizer on with captureStacks 'all': ${rows.onAll.check.detail}` });
+    // Other buffers in the sanitizer's shadows: a write to each of `live` buffers.
+    const side = on.createStream({ label: 'perf sanitizer live', nonBlocking: true });
+    const word = new Uint32Array([7]);
+    for (let i = 0; i < live; i++) {
+      const b = on.alloc(256, { label: `live${i}` });
+      held.push(b);
+      side.upload(word, b);
+    }
+    on.flush();
+    rows.onLive = await benches.on.measure(p.ops, 1, p.opRepeats);
+    checks.push({ ...rows.onLive.check, detail: `sanitizer on with ${live} other buffers in its shadows: ${rows.onLive.check.detail}` });
+  } finally {
+    await benches.off.destroy();
+    await benches.on.destroy();
+    await benches.onAll.destroy();
+    await on.synchronize().catch(() => undefined);
+    for (const b of held) b.destroy();
+    off.destroy();
+    on.destroy();
+    onAll.destroy();
+  }
+  const ratio = rows.on1!.hostUs / rows.off1!.hostUs;
+  const us = (c: OpCost): string => `${num(c.hostUs)} us/op`;
+  return metric(ctx, {
+    id: 'P5.sanitizer',
+    name: 'host cost per op, stream sanitizer on / off',
+    value: ratio,
+    unit: 'x',
+    target: `<= ${TARGET_P5_SANITIZER}`,
+    meets: ratio <= TARGET_P5_SANITIZER,
+    detail:
+      `${p.ops} copies of 256 B (enqueue + flush): 1 stream: on ${us(rows.on1!)} / off ${us(rows.off1!)} = ${num(ratio)}x; ` +
+      `16 streams: on ${us(rows.on16!)} / off ${us(rows.off16!)} = ${num(rows.on16!.hostUs / rows.off16!.hostUs)}x; ` +
+      `on, with ${live} other buffers in its shadows: ${us(rows.onLive!)} (${num(rows.onLive!.hostUs / rows.on1!.hostUs)}x of on without them); ` +
+      `on with captureStacks 'all' (both call sites in every report): ${us(rows.onAll!)} = ${num(rows.onAll!.hostUs / rows.off1!.hostUs)}x off`,
+    figures: {
+      seed,
+      ops: p.ops,
+      offHostUs1: round(rows.off1!.hostUs),
+      onHostUs1: round(rows.on1!.hostUs),
+      onEnqueueUs1: round(rows.on1!.enqueueUs),
+      offHostUs16: round(rows.off16!.hostUs),
+      onHostUs16: round(rows.on16!.hostUs),
+      onLiveHostUs: round(rows.onLive!.hostUs),
+      onAllStacksHostUs1: round(rows.onAll!.hostUs),
+      liveBuffers: live,
+    },
+    checks,
+    seed,
+  });
+}
 
 interface ChunkHostCost {
   /** Host time of one chunk through the library: enqueue (upload, launch, download) + flush, us. */
