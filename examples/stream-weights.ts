@@ -10,7 +10,7 @@ export async function streamWeights(ctx: Context, input: Float32Array, weights: 
   compute.upload(input, act[0]!);
   weights.forEach((w, i) => {
     const s = i % 2;
-    load.waitEvent(freed[s]!); // the last layer that read this slot is done (no-op for the first two)
+    if (i >= 2) load.waitEvent(freed[s]!); // layer i-2, the last to read this slot, is done
     load.upload(w, slots[s]!); // layer i+1's weights load while layer i computes
     loaded[i]!.record(load);
     compute.waitEvent(loaded[i]!);

@@ -86,7 +86,8 @@ export interface ContextOptions {
    * The stream sanitizer: finds two accesses of overlapping bytes of one buffer, one a write, that
    * no stream order, event, wait or host synchronization orders, when the second is enqueued:
    * `'throw'` a `StreamRaceError` at that call, `'warn'` on the console, or call a function with
-   * the `RaceReport`. It also reports waits on never-recorded events. A report names where the
+   * the `RaceReport`. It also reports waits on events not recorded yet (warned once per stream and
+   * event unless a function takes the reports: often meant, as in the first turns of a ring). A report names where the
    * second access was made; the first one's call site too with `captureStacks: 'all'` (a stack
    * per op costs about as much as the rest of the op). @default false (off; no cost)
    */
@@ -174,7 +175,7 @@ function parseOptions(o: ContextOptions, site: ErrorSite) {
     throw new InvalidArgumentError(`Expected \`uploadPieceBytes\` to be 0 (uploads go whole) or a multiple of 4 of at least 4096, got ${uploadPieceBytes}`, site);
   }
   const traceOpt = o.trace ?? false;
-  const sanitize = o.sanitize ?? false;
+  const sanitize = o.sanitize ?? sanitizeFromEnv(site);
   if (sanitize !== false && sanitize !== 'throw' && sanitize !== 'warn' && typeof sanitize !== 'function') {
     throw new InvalidArgumentError(`Expected \`sanitize\` to be false, 'throw', 'warn' or a function taking a RaceReport, got ${showValue(sanitize)}`, site);
   }
@@ -189,6 +190,17 @@ function parseOptions(o: ContextOptions, site: ErrorSite) {
     traceGpu: typeof traceOpt === 'object' && traceOpt.gpuTimestamps === true,
     traceLimit: typeof traceOpt === 'object' ? traceOpt.limit : undefined,
   };
+}
+
+/**
+ * `WEBGPU_STREAMS_SANITIZE=throw|warn` in the environment (Node) turns the sanitizer on for every
+ * context that does not set `sanitize`, as `TORCH_CUDA_SANITIZER=1` does for PyTorch.
+ */
+function sanitizeFromEnv(site: ErrorSite): false | 'throw' | 'warn' {
+  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.WEBGPU_STREAMS_SANITIZE;
+  if (v === undefined || v === '' || v === '0' || v === 'false') return false;
+  if (v === 'throw' || v === 'warn') return v;
+  throw new InvalidArgumentError(`WEBGPU_STREAMS_SANITIZE is '${v}'; use 'throw', 'warn' or leave it unset`, site);
 }
 
 function readInfo(i: GPUAdapterInfo | undefined): AdapterInfo {

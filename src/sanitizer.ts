@@ -143,8 +143,19 @@ export class Sanitizer {
     record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: undefined });
   }
 
+  /** Unrecorded waits warned about, by stream and event, each once. */
+  readonly #warned = new Set<string>();
+
   #report(r: RaceReport): void {
     const m = this.mode;
+    // A wait on an event not recorded yet is often meant (the first turns of a ring): warned, not thrown.
+    if (r.kind === 'unrecorded-wait' && typeof m !== 'function') {
+      const key = `${r.second.stream}|${r.second.name}`;
+      if (this.#warned.has(key)) return;
+      this.#warned.add(key);
+      console.warn(`webgpu-streams sanitizer (context '${this.label}'): ${r.message}`);
+      return;
+    }
     if (m === 'throw') {
       const s = r.second;
       throw new StreamRaceError(r, { op: s.kind, stream: s.stream ?? undefined, context: s.context ?? this.label });

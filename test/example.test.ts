@@ -1,7 +1,9 @@
 /**
  * The examples: the README's is examples/two-streams.ts, verbatim; each Node example runs with
- * `npm run example -- <name>` and checks its own result; the browser example runs in headless
- * Chromium; streamWeights matches the CPU reference.
+ * `npm run example -- <name>` and checks its own result, with the stream sanitizer on through the
+ * environment (WEBGPU_STREAMS_SANITIZE=throw: a race throws, and nothing may be warned); the
+ * browser example runs in headless Chromium; streamWeights matches the CPU reference on a
+ * sanitized context.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +19,7 @@ import type { Context } from '../src/index.js';
 
 let ctx: Context & { errors: string[] };
 beforeAll(async () => {
-  ctx = await gpuContext();
+  ctx = await gpuContext({ sanitize: 'throw' });
 });
 afterAll(() => ctx.destroy());
 
@@ -31,8 +33,9 @@ it.each([
   ['two-streams', /two-streams: ok, every result\[i\] === a\[i\] \+ b\[i\]/],
   ['stream-weights', /stream-weights: ok, 8 layers through 2 slots/],
 ])('npm run example -- %s runs and checks its result', async (name, ok) => {
-  const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000 });
+  const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000, env: { ...process.env, WEBGPU_STREAMS_SANITIZE: 'throw' } });
   expect(r.output, r.output).toMatch(ok);
+  expect(r.output, 'the sanitizer warned').not.toMatch(/sanitizer/);
   expect(r.code).toBe(0);
 }, 150_000);
 

@@ -36,7 +36,7 @@ export interface HeapProbe {
 
 /** One measured metric with its target. */
 export interface PerfMetric {
-  /** 'P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P6'. */
+  /** 'P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6'. */
   id: string;
   name: string;
   /** NaN when skipped. */

@@ -310,7 +310,7 @@ export const priorities: Scenario<PrioritiesParams> = {
           compute.record(consumed[k]!);
           if (j + 1 < p.batches) {
             // Batch j + 1 reuses the pinned buffers of batch j + 1 - R: wait until that one was consumed.
-            prefetch.waitEvent(consumed[(j + 1) % R]!);
+            if (j + 1 >= R) prefetch.waitEvent(consumed[(j + 1) % R]!);
             prefetch.hostFn(() => enqueueBatch(j + 1, finished));
           }
           ctx.flush();

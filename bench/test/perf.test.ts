@@ -168,7 +168,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
   }, 240_000);
 
   it('has every metric of issue 4 with a target, and a valid JSON shape', () => {
-    expect(result.metrics.map((m) => m.id)).toEqual(['P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P6']);
+    expect(result.metrics.map((m) => m.id)).toEqual(['P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6']);
     for (const m of result.metrics) {
       expect(m.target, m.id).toMatch(/^(>=|<=) /);
       expect(m.device, m.id).toBe(result.card);

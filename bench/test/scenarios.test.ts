@@ -1,5 +1,6 @@
 /**
- * Every benchmark scenario in quick mode on Dawn (SwiftShader where there is no GPU): it verifies
+ * Every benchmark scenario in quick mode on Dawn (SwiftShader where there is no GPU), with the
+ * stream sanitizer on (sanitize: 'throw': a race throws): it verifies
  * against the CPU reference, returns a well-formed result, and keeps the invariants that do not
  * depend on timing (memory of the weight slots, bit-identical outputs, submission order).
  * Timing numbers are printed, never asserted: they belong to the benchmark, not the tests.
@@ -29,7 +30,8 @@ const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : (Math.random()
 let ctx: Context | null = null;
 let noAdapter = '';
 try {
-  ctx = await createNodeContext({ trace: true, label: 'scenarios.test' });
+  // The stream sanitizer checks every scenario for races; one would throw at its call.
+  ctx = await createNodeContext({ trace: true, label: 'scenarios.test', sanitize: 'throw' });
 } catch (e) {
   noAdapter = e instanceof Error ? e.message : String(e);
   console.warn(`scenarios.test: no WebGPU adapter at all, skipping: ${noAdapter}`);
