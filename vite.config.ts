@@ -69,6 +69,8 @@ export default defineConfig(({ mode }) => {
         target: 'node20',
         minify: false,
         ssr: true,
+        // Examples run with --enable-source-maps: stacks in their messages name examples/<name>.ts.
+        sourcemap: example,
         rollupOptions: {
           input: { [name]: entry },
           external: ['webgpu', 'puppeteer-core', /^node:/],

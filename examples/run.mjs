@@ -15,4 +15,4 @@ const env = { ...process.env };
 if (!env.VK_ICD_FILENAMES && !env.VK_DRIVER_FILES && !existsSync('/usr/share/vulkan/icd.d/nvidia_icd.json') && existsSync(swiftshader)) env.VK_ICD_FILENAMES = swiftshader;
 const run = (cmd, args) => spawnSync(cmd, args, { stdio: 'inherit', env }).status ?? 1;
 const built = run('npx', ['vite', 'build', '--mode', `example-${name}`, '--logLevel', 'warn']);
-process.exit(built !== 0 ? built : run(process.execPath, [`dist/examples/${name}.mjs`]));
+process.exit(built !== 0 ? built : run(process.execPath, ['--enable-source-maps', `dist/examples/${name}.mjs`]));

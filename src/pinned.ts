@@ -304,6 +304,8 @@ export class PinnedBuffer {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'view' });
     const closed = this.#host.closed();
     if (closed) throw closed;
+    // Before the ownership check: a race is reported even where this run happens to catch it.
+    this.#host.sanitizer?.hostAccess(this);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id > h.id) h = c;
@@ -316,7 +318,6 @@ export class PinnedBuffer {
         h ? { op: 'view', stream: h.stream.label } : { op: 'view' },
       );
     }
-    this.#host.sanitizer?.hostAccess(this);
     return (this.#views ??= { range: this.buffer.getMappedRange() });
   }
 }

@@ -52,8 +52,14 @@ interface Found {
 
 let nextEntry = 1;
 const shadows = new WeakMap<GPUBuffer, Shadow>();
+const NONE: VectorClock = [];
 /** Host functions' clocks, for what they touch and enqueue while running. */
 const hostFnClocks = new WeakMap<Op, VectorClock>();
+/**
+ * Host functions enqueued and not done: their accesses, checked when they run, are as old as their
+ * enqueue, so an access the host has seen complete since may still race with them and is kept.
+ */
+const pendingHostFns: Op[] = [];
 /** Accesses kept per buffer at most; past it those of the lowest offsets go (fewer finds, never false ones). */
 const MAX_ACCESSES = 1 << 16;
 
@@ -110,7 +116,10 @@ export class Sanitizer {
     sc.vc = vc;
     sc.hostSeen = host.version;
     recordOp(op, vc, sc.entry, site);
-    if (p.kind === 'hostFn') hostFnClocks.set(op, vc);
+    if (p.kind === 'hostFn') {
+      hostFnClocks.set(op, vc);
+      pendingHostFns.push(op);
+    }
     const pinned = op.pinned;
     if (pinned) join((pinned.usersClock ??= []), vc);
   }
@@ -135,7 +144,7 @@ export class Sanitizer {
     }
     if (!op) vc = vc.slice();
     const epoch = vc[entry]!;
-    const found = check(p.buffer, p.label, 0, p.size, write, vc, entry);
+    const found = check(p.buffer, p.label, 0, p.size, write, vc, entry, op !== null);
     if (found) {
       const site = captureSite(true);
       this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
@@ -214,14 +223,34 @@ class Shadow {
   }
 }
 
-/** Ordered before the host's present: every later access follows it. */
-const seenByHost = (a: Access): boolean => a.epoch <= (host.clock[a.entry] ?? 0);
+/**
+ * What every access from now on follows: the host's clock, or where host functions are pending,
+ * the entry-wise least of it and their clocks (their accesses come later but are as old as them).
+ */
+function floor(): VectorClock {
+  let kept = 0;
+  for (let i = 0; i < pendingHostFns.length; i++) if (!pendingHostFns[i]!.done) pendingHostFns[kept++] = pendingHostFns[i]!;
+  pendingHostFns.length = kept;
+  if (kept === 0) return host.clock;
+  const f = host.clock.slice();
+  for (const op of pendingHostFns) {
+    const c = hostFnClocks.get(op)!;
+    for (let i = 0; i < f.length; i++) f[i] = Math.min(f[i]!, c[i] ?? 0);
+  }
+  return f;
+}
+
+/** Ordered before every access to come (`floor()`). */
+const before = (a: Access, f: VectorClock): boolean => a.epoch <= (f[a.entry] ?? 0);
 
 /** The access of `buffer` nearest the end that conflicts with this one and is ordered neither way; nothing is changed. */
-function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number): Found | null {
+function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number, hostFnAccess = false): Found | null {
   const sh = shadows.get(buffer);
-  if (!sh) return null;
+  if (!sh || end <= start) return null;
   const list = sh.list;
+  // What the host has seen complete is ordered before ops enqueued now, not before a host
+  // function enqueued earlier that runs now.
+  const hc = hostFnAccess ? NONE : host.clock;
   const epoch = vc[entry]!;
   const from = start - sh.maxLen;
   for (let i = sh.upper(end) - 1; i >= 0; i--) {
@@ -230,7 +259,7 @@ function check(buffer: GPUBuffer, label: string, start: number, end: number, wri
     if (start >= a.end || !(a.write || write)) continue;
     // Ordered either way: `a` before this access, or (a host function's access, checked when it
     // runs, against ops enqueued after it) this access before `a`.
-    if (seenByHost(a) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
+    if (before(a, hc) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
     return { buffer: label, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
   }
   return null;
@@ -238,12 +267,14 @@ function check(buffer: GPUBuffer, label: string, start: number, end: number, wri
 
 /** Adds `acc` to its buffer's shadow, dropping what it supersedes and, now and then, what the host saw complete. */
 function record(buffer: GPUBuffer, acc: Access): void {
+  if (acc.end <= acc.start) return; // no bytes, no race
   let sh = shadows.get(buffer);
   if (!sh) shadows.set(buffer, (sh = new Shadow()));
   const vc = acc.vc;
   let list = sh.list;
   // Covered by `acc` and ordered before it: a later access that races with one of them races
   // with `acc` too (a read cannot stand in for a write).
+  const f = floor();
   const hi = sh.upper(acc.end);
   let lo = hi;
   const from = acc.start - sh.maxLen;
@@ -259,7 +290,7 @@ function record(buffer: GPUBuffer, acc: Access): void {
     for (let i = lo; i < hi; i++) {
       const a = list[i]!;
       const covered = acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write) && a.epoch <= (vc[a.entry] ?? 0);
-      if (covered || seenByHost(a)) continue;
+      if (covered || before(a, f)) continue;
       if (!placed && a.start >= acc.start) {
         win.push(acc);
         placed = true;
@@ -272,7 +303,7 @@ function record(buffer: GPUBuffer, acc: Access): void {
   }
   if (acc.end - acc.start > sh.maxLen) sh.maxLen = acc.end - acc.start;
   if (list.length >= sh.sweepAt) {
-    list = sh.list = list.filter((a) => !seenByHost(a));
+    list = sh.list = list.filter((a) => !before(a, f));
     if (list.length > MAX_ACCESSES) list = sh.list = list.slice(list.length - MAX_ACCESSES);
     let max = 0;
     for (const a of list) if (a.end - a.start > max) max = a.end - a.start;
@@ -328,13 +359,24 @@ function raceReport(f: Found, second: RaceAccess): RaceReport {
   const fix = fixFor(first, second, f.buffer);
   const range: [number, number] = [f.start, f.end];
   const at = (x: RaceAccess): string =>
-    x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} ${x.callSite.split('\n')[0]}` : x === first && x.op !== 0 ? ` (its call site is kept with createContext({ captureStacks: 'all' }))` : '';
+    x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} at ${place(x.callSite)}` : x === first && x.op !== 0 ? ` (its call site is kept with createContext({ captureStacks: 'all' }))` : '';
   const message =
     `race on buffer '${f.buffer}' bytes [${range[0]}, ${range[1]}): ${describe(second)} ${verb(second)} them while ${describe(first)} ${verb(first)} them, and nothing orders the two` +
     `\n  fix: ${fix}` +
     `\n  first: ${describe(first)} (${first.write ? 'write' : 'read'})${at(first)}` +
     `\n  second: ${describe(second)} (${second.write ? 'write' : 'read'})${at(second)}`;
   return { kind: 'race', buffer: f.buffer, range, first, second, fix, message };
+}
+
+/** A stack's first frame as `file:line:col` (relative to the working directory in Node), with its function if named. */
+function place(stack: string): string {
+  const frame = stack.split('\n')[0]!.trim().replace(/^at /, '');
+  const m = /^(.*?) \((.*)\)$/.exec(frame);
+  let loc = m ? m[2]! : frame;
+  const fn = m && m[1] !== '<anonymous>' ? ` (${m[1]})` : '';
+  const cwd = (globalThis as { process?: { cwd?(): string } }).process?.cwd?.();
+  if (cwd) loc = loc.replace(`file://${cwd}/`, '').replace(`${cwd}/`, '');
+  return loc + fn;
 }
 
 /** The smallest ordering that removes the race between `first` and the later `second`. */

@@ -32,10 +32,16 @@ it('README shows examples/two-streams.ts verbatim', () => {
 it.each([
   ['two-streams', /two-streams: ok, every result\[i\] === a\[i\] \+ b\[i\]/],
   ['stream-weights', /stream-weights: ok, 8 layers through 2 slots/],
+  ['sanitizer', /race on buffer 'weights' bytes \[0, 4096\)/],
 ])('npm run example -- %s runs and checks its result', async (name, ok) => {
   const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000, env: { ...process.env, WEBGPU_STREAMS_SANITIZE: 'throw' } });
   expect(r.output, r.output).toMatch(ok);
-  expect(r.output, 'the sanitizer warned').not.toMatch(/sanitizer/);
+  expect(r.output, 'the sanitizer warned').not.toMatch(/webgpu-streams sanitizer \(context/);
+  if (name === 'sanitizer') {
+    // The README prints this report: the same lines, word for word.
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    for (const line of r.stdout.trim().split('\n')) expect(readme).toContain(line);
+  }
   expect(r.code).toBe(0);
 }, 150_000);
 

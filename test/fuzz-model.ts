@@ -1328,3 +1328,147 @@ export function describeProgram(p: Program): string {
   p.steps.forEach((s, i) => lines.push(`#${String(i).padStart(3)} ${describeStep(p, s)}`));
   return lines.join('\n');
 }
+
+// ------------------------------------------------------------- races
+
+/** A conflicting pair of accesses that nothing orders, found by {@link findRaces}. */
+export interface ModelRace {
+  res: string;
+  /** The later step's index, and the earlier one's. */
+  step: number;
+  other: number;
+  /** A device buffer or pinned buffer (the stream sanitizer tracks it), or a host array (it cannot). */
+  tracked: boolean;
+}
+
+/**
+ * Every race of `p` under the stream sanitizer's access model, by an implementation of its own
+ * (vector clocks over the steps, as documented in src/sanitizer.ts): for a program generated
+ * race-free and then changed (a wait dropped). A launch touches its whole bindings; a transfer
+ * its byte range; a view of a pinned buffer the whole buffer, as a write for an upload buffer and
+ * a read for a download buffer; a host array (pageable download destination, pageable upload
+ * source) is a resource the sanitizer cannot see. Returns at most one race per step and resource.
+ */
+export function findRaces(p: Program): ModelRace[] {
+  const H = p.streams.length;
+  const n = H + 1;
+  const zero = (): number[] => new Array<number>(n).fill(0);
+  const vc = p.streams.map(zero);
+  const host = zero();
+  const events: (number[] | null)[] = p.events.map(() => null);
+  const users: number[][] = p.res.map(zero);
+  type Acc = { p: number; idx: number; vc: number[]; lo: number; hi: number; w: boolean; step: number };
+  const acc: Acc[][] = p.res.map(() => []);
+  const races: ModelRace[] = [];
+  const join = (into: number[], from: readonly number[]): void => {
+    for (let i = 0; i < n; i++) if (from[i]! > into[i]!) into[i] = from[i]!;
+  };
+  /** A new op on stream `s`: its clock. */
+  const tick = (s: number): number[] => {
+    const spec = p.streams[s]!;
+    const v = vc[s]!;
+    v[s]!++;
+    join(v, host);
+    for (const t of p.streams) {
+      if (t.ctx !== spec.ctx || t.id === s) continue;
+      if (spec.isDefault ? !t.isDefault && !t.nonBlocking : t.isDefault && !spec.nonBlocking) join(v, vc[t.id]!);
+    }
+    return v.slice();
+  };
+  const touch = (step: number, res: number, who: number, clock: number[], lo: number, hi: number, w: boolean): void => {
+    const r = p.res[res]!;
+    if (r.kind === 'doom' || hi <= lo) return;
+    const idx = clock[who]!;
+    const list = acc[res]!;
+    const found = list.find((a) => a.lo < hi && lo < a.hi && (a.w || w) && !(a.idx <= clock[a.p]!) && !(idx <= a.vc[who]!));
+    if (found && !races.some((x) => x.step === step && x.res === r.name)) races.push({ res: r.name, step, other: found.step, tracked: r.kind !== 'arr' });
+    list.push({ p: who, idx, vc: clock, lo, hi, w, step });
+  };
+  const whole = (res: number): number => p.res[res]!.words;
+  p.steps.forEach((st, i) => {
+    switch (st.k) {
+      case 'upload': {
+        const dst = p.res[st.dst]!;
+        if ('host' in st.src) {
+          // The call copies the host array out: a host read, now.
+          host[H]!++;
+          const src = p.res[st.src.host]!;
+          const m = rangeSize(st.range, src.words, dst.words);
+          touch(i, src.id, H, host.slice(), st.range.srcOff, st.range.srcOff + m, false);
+        }
+        const c = tick(st.s);
+        if ('pin' in st.src) {
+          const src = p.res[st.src.pin]!;
+          const m = rangeSize(st.range, src.words, dst.words);
+          touch(i, src.id, st.s, c, st.range.srcOff, st.range.srcOff + m, false);
+          join(users[src.id]!, c);
+          touch(i, dst.id, st.s, c, st.range.dstOff, st.range.dstOff + m, true);
+        } else {
+          const srcWords = 'host' in st.src ? p.res[st.src.host]!.words : st.src.arr.length - st.src.padBefore;
+          const m = rangeSize(st.range, srcWords, dst.words);
+          touch(i, dst.id, st.s, c, st.range.dstOff, st.range.dstOff + m, true);
+        }
+        break;
+      }
+      case 'download':
+      case 'copy': {
+        const c = tick(st.s);
+        const src = p.res[st.src]!;
+        const dst = p.res[st.dst]!;
+        const m = rangeSize(st.range, src.words, dst.words);
+        touch(i, src.id, st.s, c, st.range.srcOff, st.range.srcOff + m, false);
+        touch(i, dst.id, st.s, c, st.range.dstOff, st.range.dstOff + m, true);
+        if (dst.kind === 'pinDown') join(users[dst.id]!, c);
+        break;
+      }
+      case 'add': {
+        const c = tick(st.s);
+        touch(i, st.a, st.s, c, 0, whole(st.a), false);
+        touch(i, st.b, st.s, c, 0, whole(st.b), false);
+        touch(i, st.out, st.s, c, 0, whole(st.out), true);
+        break;
+      }
+      case 'sleep': {
+        const c = tick(st.s);
+        touch(i, st.buf, st.s, c, 0, whole(st.buf), true);
+        break;
+      }
+      case 'record':
+        events[st.e] = tick(st.s);
+        break;
+      case 'waitEvent':
+        tick(st.s);
+        if (events[st.e]) join(vc[st.s]!, events[st.e]!);
+        break;
+      case 'waitStream':
+        tick(st.s);
+        join(vc[st.s]!, vc[st.t]!.slice());
+        break;
+      case 'hostFn': {
+        const c = tick(st.s);
+        for (const ch of st.checks) {
+          const r = p.res[ch.res]!;
+          touch(i, r.id, st.s, c, 0, r.words, r.kind === 'pinUp');
+        }
+        break;
+      }
+      case 'fill': {
+        host[H]!++;
+        const r = p.res[st.res]!;
+        touch(i, r.id, H, host.slice(), 0, r.words, r.kind === 'pinUp');
+        break;
+      }
+      case 'hostWait': {
+        const w = st.w;
+        if (w.on === 'stream') join(host, vc[w.s]!);
+        else if (w.on === 'event') {
+          if (events[w.e]) join(host, events[w.e]!);
+        } else if (w.on === 'ctx') {
+          for (const s of p.streams) if (s.ctx === w.c) join(host, vc[s.id]!);
+        } else join(host, users[w.res]!);
+        break;
+      }
+    }
+  });
+  return races;
+}
