@@ -30,13 +30,15 @@ export interface CliOptions {
   page?: string;
   /** The page's mock data instead of the GPU: tests the runner and the page (headless runner only). */
   mock: boolean;
+  /** Run with the stream sanitizer warning of races (the timeline draws each as an arrow). */
+  sanitize: boolean;
   help: boolean;
 }
 
 /** Usage text for a runner (`name` is the npm script, e.g. `npm run bench --`). */
 export function usage(name: string, runner: 'headless' | 'node'): string {
   return [
-    `usage: ${name} [--quick] [--scenarios a,b] ${runner === 'headless' ? '[--gpu] [--page DIR] [--mock] ' : ''}[--out DIR] [--timeout MIN]`,
+    `usage: ${name} [--quick] [--scenarios a,b] ${runner === 'headless' ? '[--gpu] [--page DIR] [--mock] ' : ''}[--sanitize] [--out DIR] [--timeout MIN]`,
     '',
     '  --quick           small sizes and few repeats (what CI runs)',
     '  --scenarios a,b   run only these scenario ids (overlap-probe, chunked-pipeline, sleep-streams,',
@@ -49,6 +51,7 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
           '  --mock            the page\'s fake data, no GPU work: checks the runner and the page only',
         ]
       : []),
+    '  --sanitize        the stream sanitizer warns of races; the timeline draws each as an arrow',
     '  --out DIR         where to write the result files (default: bench-results)',
     `  --timeout MIN     give up after MIN minutes (default: ${runner === 'headless' ? '20 full, 10 quick' : 'none'})`,
   ].join('\n');
@@ -68,6 +71,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
       timeout: { type: 'string' },
       page: { type: 'string' },
       mock: { type: 'boolean', default: false },
+      sanitize: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -94,6 +98,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
     timeoutMin,
     page: values.page,
     mock: values.mock ?? false,
+    sanitize: values.sanitize ?? false,
     help: values.help ?? false,
   };
 }

@@ -47,9 +47,10 @@ function defaultPageDir(): string {
 }
 
 /** The page URL for the options. */
-export function benchUrl(origin: string, opts: Pick<CliOptions, 'quick' | 'scenarios' | 'mock'>): string {
+export function benchUrl(origin: string, opts: Pick<CliOptions, 'quick' | 'scenarios' | 'mock'> & { sanitize?: boolean }): string {
   let url = `${origin}/?autorun&runner=headless&report=${REPORT_PATH}`;
   if (opts.quick) url += '&quick';
+  if (opts.sanitize) url += '&sanitize';
   if (opts.mock) url += '&mock';
   if (opts.scenarios?.length) url += `&scenarios=${opts.scenarios.map(encodeURIComponent).join(',')}`;
   return url;

@@ -51,7 +51,7 @@ export async function main(argv: string[]): Promise<number> {
     timer.unref();
   }
 
-  const ctx = await createNodeContext({ trace: true });
+  const ctx = await createNodeContext({ trace: true, ...(opts.sanitize ? { sanitize: 'warn' as const } : {}) });
   try {
     const device = await deviceReport(ctx, 'node');
     console.log(`bench:node: adapter: ${describeDevice(device)}`);

@@ -115,7 +115,7 @@ export function toChromeTrace(result: SuiteResult): { traceEvents: ChromeTraceEv
   let origin = Infinity;
   for (const s of result.scenarios) for (const span of s.trace) if (Number.isFinite(span.start)) origin = Math.min(origin, span.start);
   if (!Number.isFinite(origin)) origin = 0;
-  const traceEvents = result.scenarios.flatMap((s, si) => toChromeTraceEvents(s.trace, { pid: si + 1, process: `${s.id}: ${s.title}`, origin, args: { scenario: s.id } }));
+  const traceEvents = result.scenarios.flatMap((s, si) => toChromeTraceEvents(s.trace, { pid: si + 1, process: `${s.id}: ${s.title}`, origin, args: { scenario: s.id }, links: s.races ?? [] }));
   return { traceEvents, displayTimeUnit: 'ms' };
 }
 

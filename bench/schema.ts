@@ -5,7 +5,7 @@
  */
 
 /** Summary statistics of repeated timings, warm-up excluded. All in milliseconds. */
-import type { TraceSpan } from 'webgpu-streams';
+import type { TraceLink, TraceSpan } from 'webgpu-streams';
 export interface Timing {
   median: number;
   min: number;
@@ -56,6 +56,8 @@ export interface ScenarioResult {
   verdicts: string[];
   /** Spans of one representative repeat, for the timeline. */
   trace: Span[];
+  /** Races the stream sanitizer found among those spans' ops (a run with it on): links on the timeline. */
+  races?: TraceLink[];
   /** Wall time of the whole scenario, ms. */
   wallMs: number;
 }

@@ -60,7 +60,11 @@ export async function runSuite(ctx: Context, options: SuiteOptions = {}): Promis
       : undefined;
     scoped?.(`${s.id}: start`, 0);
     const opts: ScenarioOptions = { quick, ...(scoped ? { progress: scoped } : {}) };
-    results.push(await runScenario(ctx, s, opts));
+    const r = await runScenario(ctx, s, opts);
+    // Races the sanitizer found (a run with it on), between ops on this scenario's timeline.
+    const ops = new Set(r.trace.map((x) => x.op));
+    const races = ctx.trace.raceLinks().filter((l) => ops.has(l.from) && ops.has(l.to));
+    results.push(races.length ? { ...r, races } : r);
     scoped?.(`${s.id}: done`, 1);
   }
   const g = globalThis as { process?: { versions?: { node?: string } } };

@@ -257,7 +257,7 @@ export class Context {
     if (traceLimit !== undefined) this.trace.limit = traceLimit;
     this.#staging = new StagingPool(device, this.memory, stagingPoolBytes);
     this.trace.gpuTimestamps = traceGpu;
-    const sanitizer = sanitize === false ? null : new Sanitizer(sanitize, label);
+    const sanitizer = sanitize === false ? null : new Sanitizer(sanitize, label, traceOn ? this.trace : null);
     this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label, sanitizer);
     const scheduler = this.#scheduler;
     internals.set(this, { scheduler, staging: this.#staging });

@@ -16,7 +16,7 @@ export { Kernel, workgroupsFor } from './kernels.js';
 export type { KernelOptions } from './kernels.js';
 export type { BindingInfo } from './wgsl.js';
 export { Trace, toChromeTraceEvents } from './trace.js';
-export type { TraceSpan, OpRecord, ChromeTraceEvent, ChromeTraceOptions } from './trace.js';
+export type { TraceSpan, TraceLink, OpRecord, ChromeTraceEvent, ChromeTraceOptions } from './trace.js';
 export {
   StreamError,
   InvalidArgumentError,

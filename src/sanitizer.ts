@@ -80,6 +80,8 @@ export class Sanitizer {
     readonly mode: SanitizeMode,
     /** The context's label, for messages. */
     readonly label: string,
+    /** The context's trace while tracing: races go on its timeline as links. */
+    readonly trace: { addRace(r: RaceReport): void } | null = null,
   ) {}
 
   /**
@@ -157,6 +159,7 @@ export class Sanitizer {
 
   #report(r: RaceReport): void {
     const m = this.mode;
+    if (r.kind === 'race') this.trace?.addRace(r);
     // A wait on an event not recorded yet is often meant (the first turns of a ring): warned, not thrown.
     if (r.kind === 'unrecorded-wait' && typeof m !== 'function') {
       const key = `${r.second.stream}|${r.second.name}`;

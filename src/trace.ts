@@ -3,7 +3,7 @@
  * read-outs), and GPU begin/end from timestamp queries where the device has them (estimated from
  * submit and completion where not). Exports Chrome Trace Event JSON (Perfetto, chrome://tracing).
  */
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, type RaceReport } from './errors.js';
 import { OpTimes, type Op } from './op.js';
 import { expectFunction, expectString, showValue } from './validate.js';
 
@@ -75,6 +75,21 @@ export class Trace {
    */
   gpuTimestamps = false;
 
+  /** Races the context's stream sanitizer reported while tracing (the last `limit`). */
+  readonly races: RaceReport[] = [];
+
+  /** @internal */
+  addRace(r: RaceReport): void {
+    pushBounded(this.races, r, this.limit);
+  }
+
+  /** Each race between two ops as a link from the first op to the second (host accesses have no op). */
+  raceLinks(): TraceLink[] {
+    const out: TraceLink[] = [];
+    for (const r of this.races) if (r.kind === 'race' && r.first && r.first.op > 0 && r.second.op > 0) out.push({ from: r.first.op, to: r.second.op, name: `race on ${r.buffer} [${r.range![0]}, ${r.range![1]})` });
+    return out;
+  }
+
   /** @internal */
   addSubmit(ops: readonly Op[]): void {
     this.submits.push(ops.map((o) => o.id));
@@ -137,6 +152,7 @@ export class Trace {
     this.submits.length = 0;
     this.#submitted = 0;
     this.#marks.length = 0;
+    this.races.length = 0;
   }
 
   /** The GPU times of an op in host ms, or null when it has no timestamps (or no clock yet). */
@@ -174,15 +190,26 @@ export class Trace {
 
   /** Chrome Trace Event JSON of `spans` (default: all): open in Perfetto (ui.perfetto.dev) or chrome://tracing. */
   toChromeTrace(spans: TraceSpan[] = this.spans(), options: ChromeTraceOptions = {}): { traceEvents: ChromeTraceEvent[]; displayTimeUnit: 'ms' } {
-    return { traceEvents: toChromeTraceEvents(spans, options), displayTimeUnit: 'ms' };
+    return { traceEvents: toChromeTraceEvents(spans, { links: this.raceLinks(), ...options }), displayTimeUnit: 'ms' };
   }
 }
 
-/** One Chrome Trace Event ('X': a span, 'M': metadata naming a process or thread). */
+/** A link between two ops' spans on a timeline: a race the sanitizer found, from the first access to the second. */
+export interface TraceLink {
+  from: number;
+  to: number;
+  name: string;
+}
+
+/** One Chrome Trace Event ('X': a span, 'M': metadata naming a process or thread, 's' / 'f': a flow arrow's ends). */
 export interface ChromeTraceEvent {
   name: string;
   cat?: string;
-  ph: 'X' | 'M';
+  ph: 'X' | 'M' | 's' | 'f';
+  /** A flow's id (its 's' and 'f' share it). */
+  id?: number;
+  /** A flow end binds to the enclosing slice ('e'). */
+  bp?: 'e';
   ts?: number;
   dur?: number;
   pid: number;
@@ -199,6 +226,8 @@ export interface ChromeTraceOptions {
   origin?: number;
   /** Fields added to every span's args. */
   args?: Record<string, unknown>;
+  /** Arrows from one op's span to another's (races: `Trace.raceLinks()`, which `toChromeTrace` adds). */
+  links?: readonly TraceLink[];
 }
 
 /**
@@ -206,7 +235,7 @@ export interface ChromeTraceOptions {
  * order of first use) with their names and sort order, times in microseconds from `origin`.
  */
 export function toChromeTraceEvents(spans: readonly TraceSpan[], options: ChromeTraceOptions = {}): ChromeTraceEvent[] {
-  const { pid = 1, process = 'webgpu-streams', origin = 0, args = {} } = options;
+  const { pid = 1, process = 'webgpu-streams', origin = 0, args = {}, links = [] } = options;
   const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))].filter((l) => l !== 'host' || spans.some((s) => s.lane === 'host'));
   const tid = new Map(lanes.map((l, i) => [l, i + 1]));
   const events: ChromeTraceEvent[] = [
@@ -231,5 +260,15 @@ export function toChromeTraceEvents(spans: readonly TraceSpan[], options: Chrome
       args: { ...args, lane: s.lane, kind: s.kind, ...(s.op !== undefined ? { op: s.op } : {}), ...(s.batch !== undefined ? { submit: s.batch } : {}), ...(s.estimated ? { estimated: true } : {}) },
     });
   }
+  // Flow arrows (Perfetto draws them) from the start of one op's span to the start of the other's.
+  const byOp = new Map<number, TraceSpan>();
+  for (const s of spans) if (s.op !== undefined && s.lane !== 'host' && Number.isFinite(s.start) && !byOp.has(s.op)) byOp.set(s.op, s);
+  links.forEach((l, i) => {
+    const a = byOp.get(l.from);
+    const b = byOp.get(l.to);
+    if (!a || !b) return;
+    events.push({ name: l.name, cat: 'race', ph: 's', id: i + 1, ts: us(a.start - origin), pid, tid: tid.get(a.lane)! });
+    events.push({ name: l.name, cat: 'race', ph: 'f', bp: 'e', id: i + 1, ts: us(b.start - origin), pid, tid: tid.get(b.lane)! });
+  });
   return events;
 }

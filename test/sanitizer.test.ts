@@ -619,6 +619,31 @@ describe('stream sanitizer: modes', () => {
     }
   });
 
+  it('puts a race on the trace: a link from the first op to the second, a flow arrow in the Chrome trace', async () => {
+    const got: RaceReport[] = [];
+    const ctx = await gpuContext({ sanitize: (r) => void got.push(r), trace: true, label: 'traced' });
+    try {
+      const [a, b] = [ctx.createStream({ label: 'a', nonBlocking: true }), ctx.createStream({ label: 'b', nonBlocking: true })];
+      const x = ctx.alloc(BYTES, { label: 'tx' });
+      const first = a.upload(r.f32Array(N), x);
+      const second = b.download(x, new Float32Array(N));
+      await ctx.synchronize();
+      expect(got).toHaveLength(1);
+      expect(ctx.trace.raceLinks()).toEqual([{ from: first, to: second, name: 'race on tx [0, 1024)' }]);
+      const events = ctx.trace.toChromeTrace().traceEvents;
+      const tids = new Map(events.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => [(e.args as { name: string }).name, e.tid]));
+      const s = events.find((e) => e.ph === 's')!;
+      const f = events.find((e) => e.ph === 'f')!;
+      expect(s).toMatchObject({ cat: 'race', id: f.id, tid: tids.get('a') });
+      expect(f).toMatchObject({ cat: 'race', bp: 'e', tid: tids.get('b') });
+      const span = (op: number): { ts?: number } => events.find((e) => e.ph === 'X' && (e.args as { op?: number; lane: string }).op === op && (e.args as { lane: string }).lane !== 'host')!;
+      expect(s.ts).toBe(span(first).ts);
+      expect(f.ts).toBe(span(second).ts);
+    } finally {
+      ctx.destroy();
+    }
+  });
+
   it('rejects a bad sanitize option at createContext', async () => {
     await expect(gpuContext({ sanitize: 'loud' as never })).rejects.toThrow(/Expected `sanitize` to be false, 'throw', 'warn' or a function/);
   });

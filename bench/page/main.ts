@@ -6,8 +6,9 @@
  *   `report=/path` (when done, POST the SuiteResult JSON to that same-origin path),
  *   `runner=headless` (sets `device.runner`), `trace=<id>` (which scenario the timeline shows),
  *   `gpuTimestamps` (time every GPU op for the timeline, where the adapter has timestamp-query;
- *   otherwise GPU spans are estimated per submit), `mock` (fake data for UI work; no GPU used,
- *   clearly labelled).
+ *   otherwise GPU spans are estimated per submit), `sanitize` (the stream sanitizer warns of races
+ *   and the timeline draws each as an arrow between its two ops), `mock` (fake data for UI work; no
+ *   GPU used, clearly labelled).
  * - `window.__bench = { state: 'idle' | 'running' | 'done' | 'error', result?, error? }`; the
  *   state turns 'done' / 'error' only after the page has rendered and the report POST settled.
  * - Progress goes to the console as `[bench] <message>` lines.
@@ -65,6 +66,7 @@ const opts = {
   runner: params.get('runner') === 'headless' ? ('headless' as const) : ('page' as const),
   trace: params.get('trace'),
   gpuTimestamps: flag('gpuTimestamps'),
+  sanitize: flag('sanitize'),
   /** Attach each scenario's timeline as a PNG data URL (`timelines`) to the report: how a harness
    * without puppeteer (serve.py on a GPU machine) gets the timeline pictures. */
   png: flag('png'),
@@ -324,7 +326,7 @@ function showTrace(): void {
     ...(current ? [adapterText(current.device)] : []),
   ];
   const subtitle = s.trace.length ? parts.join(' · ') : undefined;
-  timeline.show({ title: s.title, ...(subtitle ? { subtitle } : {}), spans: s.trace });
+  timeline.show({ title: s.title, ...(subtitle ? { subtitle } : {}), spans: s.trace, ...(s.races ? { links: s.races } : {}) });
 }
 
 ui.traceSelect.addEventListener('change', () => {
@@ -497,7 +499,8 @@ async function loadBackend(): Promise<Backend> {
   }
   // The suite is loaded lazily so a browser without WebGPU still gets this page's explanation.
   const [suite, dev] = await Promise.all([import('../suite'), import('../device')]);
-  const ctx = await createContext({ trace: opts.gpuTimestamps ? { gpuTimestamps: true } : true });
+  // `sanitize`: the stream sanitizer warns of races, and the timeline draws each as an arrow.
+  const ctx = await createContext({ trace: opts.gpuTimestamps ? { gpuTimestamps: true } : true, ...(opts.sanitize ? { sanitize: 'warn' as const } : {}) });
   return {
     mock: false,
     scenarios: suite.scenarios,

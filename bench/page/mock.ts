@@ -52,12 +52,12 @@ function pipelineTrace(chunks: number, streams: number, t: number): Span[] {
     spans.push(fill);
     host = fill.end;
     let g = Math.max(gpu, fill.end);
-    for (const [kind, name, d] of [
+    for (const [j, [kind, name, d]] of ([
       ['upload', `H2D ${i}`, 0.5],
       ['kernel', `vectorAdd ${i}`, 0.9],
       ['download', `D2H ${i}`, 0.5],
-    ] as const) {
-      spans.push({ lane, kind, name, start: g, end: g + d });
+    ] as const).entries()) {
+      spans.push({ lane, kind, name, start: g, end: g + d, op: 100 + 3 * i + j });
       g += d;
     }
     gpu = g;
@@ -191,6 +191,9 @@ function scenario(id: string, quick: boolean, rand: () => number): ScenarioResul
         verification: { ok: true, detail: 'out == a + b for 67108864 floats (seed 1234)' },
         verdicts: ['best: streams=4 at 1.19x sync, 41% of the possible gain', 'GPU idle 62% of the time: host fill/read is the bottleneck'],
         trace: pipelineTrace(12, 4, t),
+        // What a race looks like on the timeline (made up, as all mock data): chunk 5's upload
+        // overwrites what chunk 4's kernel reads, on another stream, with no wait between.
+        races: [{ from: 100 + 3 * 4 + 1, to: 100 + 3 * 5, name: 'race on in [0, 4096) (mock)' }],
       };
     }
     case 'sleep-streams':

@@ -1,10 +1,12 @@
 /**
  * The timeline: one lane per stream plus a 'host' lane, ops coloured by kind, a time axis in ms,
- * hatching for estimated spans, a legend and a hover tooltip (Nsight Systems' view of the classic
- * CUDA overlap write-ups). Layout, axis and hit testing are pure functions (tested in
+ * hatching for estimated spans, races as red arrows between two ops, a legend and a hover tooltip
+ * (Nsight Systems' view of the classic CUDA overlap write-ups). Layout, axis, hit testing and links
+ * are pure functions (tested in
  * test/page-timeline.test.ts); {@link TimelineView} only draws them on a canvas. The Chrome Trace
  * Event export is bench/report.ts's `toChromeTrace`, shared with the Node runners.
  */
+import type { TraceLink } from 'webgpu-streams';
 import type { Span } from '../schema';
 
 export type SpanKind = Span['kind'];
@@ -421,6 +423,24 @@ export interface TimelineContent {
   title: string;
   subtitle?: string;
   spans: readonly Span[];
+  /** Races the stream sanitizer found: a red arrow from the first op's span to the second's. */
+  links?: readonly TraceLink[];
+}
+
+/** Where to draw each link: from the start of the first op's box to the start of the second's (CSS px); links whose ops are not on the timeline are left out. */
+export function linkSegments(layout: TimelineLayout, geom: Geometry, scale: TimeScale, links: readonly TraceLink[]): { x0: number; y0: number; x1: number; y1: number; name: string }[] {
+  const byOp = new Map<number, PlacedSpan>();
+  for (const p of layout.placed) for (const s of p.group) if (s.op !== undefined && s.lane !== HOST_LANE && !byOp.has(s.op)) byOp.set(s.op, p);
+  const out: { x0: number; y0: number; x1: number; y1: number; name: string }[] = [];
+  for (const l of links) {
+    const a = byOp.get(l.from);
+    const b = byOp.get(l.to);
+    if (!a || !b) continue;
+    const ra = spanRect(a, geom, scale, layout.t0);
+    const rb = spanRect(b, geom, scale, layout.t0);
+    out.push({ x0: ra.x, y0: ra.y + ra.h / 2, x1: rb.x, y1: rb.y + rb.h / 2, name: l.name });
+  }
+  return out;
 }
 
 /**
@@ -803,6 +823,32 @@ export class TimelineView {
       ctx.closePath();
       ctx.fill();
       ctx.stroke();
+    }
+    // Races: a red arrow from the first access's op to the second's, named at its middle.
+    for (const k of linkSegments(this.layout, geom, scale, this.content?.links ?? [])) {
+      ctx.strokeStyle = '#cf222e';
+      ctx.fillStyle = '#cf222e';
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      ctx.moveTo(k.x0, k.y0);
+      ctx.lineTo(k.x1, k.y1);
+      ctx.stroke();
+      const a = Math.atan2(k.y1 - k.y0, k.x1 - k.x0);
+      ctx.beginPath();
+      ctx.moveTo(k.x1, k.y1);
+      ctx.lineTo(k.x1 - 9 * Math.cos(a - 0.4), k.y1 - 9 * Math.sin(a - 0.4));
+      ctx.lineTo(k.x1 - 9 * Math.cos(a + 0.4), k.y1 - 9 * Math.sin(a + 0.4));
+      ctx.closePath();
+      ctx.fill();
+      ctx.font = `600 11px ${FONT}`;
+      ctx.textAlign = 'center';
+      const mx = (k.x0 + k.x1) / 2;
+      const my = (k.y0 + k.y1) / 2 - 9;
+      const w = ctx.measureText(k.name).width + 8;
+      ctx.fillStyle = 'rgba(255, 255, 255, 0.9)';
+      ctx.fillRect(mx - w / 2, my - 7, w, 14);
+      ctx.fillStyle = '#cf222e';
+      ctx.fillText(k.name, mx, my);
     }
     ctx.restore();
 

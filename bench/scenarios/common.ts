@@ -314,12 +314,13 @@ export function sideBySide(groups: Span[][]): Span[] {
 export function librarySpans(ctx: Context, from: number): Span[] {
   const t = ctx.trace as Context['trace'] | null | undefined;
   if (!t) return [];
-  return t.spans(from).map(({ lane, kind, name, start, end, estimated }) => ({
+  return t.spans(from).map(({ lane, kind, name, start, end, estimated, op }) => ({
     lane,
     kind,
     name,
     start,
     end,
     ...(estimated ? { estimated: true } : {}),
+    ...(op !== undefined ? { op } : {}),
   }));
 }

@@ -1,6 +1,6 @@
 /**
  * The benchmark page's pure helpers, without a browser: the timeline's lane order and layout, time
- * scales and axis ticks, span geometry and hit testing (bench/page/timeline.ts), and the table's
+ * scales and axis ticks, span geometry, hit testing and race links (bench/page/timeline.ts), and the table's
  * number formatting (bench/page/table.ts).
  */
 import { describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import {
   laneOrder,
   layoutLanes,
   linearScale,
+  linkSegments,
   niceStep,
   scaleTicks,
   spanRect,
@@ -159,6 +160,30 @@ describe('geometry and hit testing', () => {
     expect(hitTest(layout, geom, view, r.x + r.w / 2, r.y + r.h / 2)?.span.name).toBe('k');
     expect(hitTest(layout, geom, view, geom.plotX + 0.1 * geom.plotW, r.y + r.h / 2)).toBeUndefined();
     expect(hitTest(layout, geom, view, r.x + 2, 2)).toBeUndefined();
+  });
+});
+
+describe('race links', () => {
+  const spans = [
+    { ...span('load', 1, 3, 'upload', 'upload ->w'), op: 7 },
+    { ...span('host', 1, 2, 'fill', 'fill'), op: 7 },
+    { ...span('compute', 2, 6, 'kernel', 'k'), op: 9 },
+    { ...span('compute', 6, 7, 'download', 'd'), op: 11 },
+  ];
+  const layout = layoutLanes(spans);
+  const geom = computeGeometry(layout, 1100, 100);
+  const view = linearScale(0, 7, geom.plotX, geom.plotW);
+
+  it("runs from the start of the first op's box to the start of the second's, on the stream lanes", () => {
+    const [k] = linkSegments(layout, geom, view, [{ from: 7, to: 9, name: 'race on w [0, 64)' }]);
+    const rect = (name: string) => spanRect(layout.placed.find((p) => p.span.name === name)!, geom, view, layout.t0);
+    const up = rect('upload ->w'), kern = rect('k');
+    expect(k).toEqual({ x0: up.x, y0: up.y + up.h / 2, x1: kern.x, y1: kern.y + kern.h / 2, name: 'race on w [0, 64)' });
+    expect(k!.y0).toBeLessThan(k!.y1); // 'load' lane above 'compute'
+  });
+
+  it('leaves out links whose ops are not on the timeline', () => {
+    expect(linkSegments(layout, geom, view, [{ from: 7, to: 42, name: 'x' }, { from: 1, to: 9, name: 'y' }])).toEqual([]);
   });
 });
 

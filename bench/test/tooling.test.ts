@@ -150,7 +150,8 @@ describe('report text and files', () => {
       mock: false,
       help: false,
     });
-    expect(parseCliArgs([])).toMatchObject({ quick: false, scenarios: undefined, out: 'bench-results', gpu: false });
+    expect(parseCliArgs([])).toMatchObject({ quick: false, scenarios: undefined, out: 'bench-results', gpu: false, sanitize: false });
+    expect(parseCliArgs(['--sanitize'])).toMatchObject({ sanitize: true });
     expect(() => parseCliArgs(['--scenarios', ','])).toThrow(/--scenarios/);
     expect(() => parseCliArgs(['--timeout', '0'])).toThrow(/--timeout/);
     expect(() => parseCliArgs(['--frobnicate'])).toThrow();
