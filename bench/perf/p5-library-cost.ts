@@ -222,7 +222,7 @@ export const libraryCostGroup: PerfGroup = {
  * looked up per buffer, so they should cost nothing per op).
  */
 async function sanitizerCost(ctx: Context, create: NonNullable<PerfOptions['createContext']>, p: Params, seed: number): Promise<PerfMetric> {
-  const off = await create({ label: 'perf sanitize=off' });
+  const off = await create({ label: 'perf sanitize=off', sanitize: false });
   const on = await create({ label: 'perf sanitize=throw', sanitize: 'throw' });
   const onAll = await create({ label: "perf sanitize=throw, captureStacks='all'", sanitize: 'throw', captureStacks: 'all' });
   const live = 1000;

@@ -30,7 +30,8 @@ const seed = Number.isInteger(envSeed) && envSeed > 0 ? envSeed : ((Math.random(
 let ctx: (Context & { errors: string[] }) | null = null;
 let noAdapter = '';
 try {
-  ctx = await gpuContext({ label: 'perf.test' });
+  // Every perf program runs under the stream sanitizer here: a race throws (P5.sanitizer's own off context excepted).
+  ctx = await gpuContext({ label: 'perf.test', sanitize: 'throw' });
 } catch (e) {
   noAdapter = e instanceof Error ? e.message : String(e);
   console.warn(`perf.test: no WebGPU adapter at all, skipping: ${noAdapter}`);
@@ -155,7 +156,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     c.device.pushErrorScope('validation');
     const heap = nodeHeapProbe();
     expect(heap, 'Node lets the runner force a GC').toBeDefined();
-    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext(o), heap: heap! });
+    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext({ sanitize: 'throw', ...o }), heap: heap! });
     const validation = await c.device.popErrorScope();
     console.log(formatPerf(result));
     expect(validation?.message ?? null, 'validation error').toBeNull();
