@@ -3,7 +3,7 @@
 import { createContext, workgroupsFor } from 'webgpu-streams';
 
 async function main(): Promise<string> {
-  const ctx = await createContext({ trace: true });
+  const ctx = await createContext({ trace: true, sanitize: 'throw' }); // the sanitizer: a missing wait throws at its line
   const n = 1 << 20;
   const a = Float32Array.from({ length: n }, () => Math.random());
   const b = Float32Array.from({ length: n }, () => Math.random());
