@@ -116,6 +116,14 @@ export class AggregateStreamError extends StreamError {
   }
 }
 
+/**
+ * `stream.uploadFrom`'s source failed it: it ended before the bytes asked for, its reads failed, it
+ * is not what it says (a weights file whose header lies), or it is longer than its destination.
+ */
+export class UploadSourceError extends StreamError {
+  override name = 'UploadSourceError';
+}
+
 /** A wait was aborted through its `AbortSignal`. */
 export class AbortError extends StreamError {
   override name = 'AbortError';

@@ -6,6 +6,7 @@ export { createContext, Context, PRIORITY_RANGE } from './context.js';
 export type { ContextOptions, AdapterInfo, BuiltinKernels } from './context.js';
 export { Stream } from './stream.js';
 export type { LaunchOptions, CopyOptions, Bindable } from './stream.js';
+export type { UploadSource, RandomAccessSource, UploadFromOptions } from './upload-from.js';
 export type { SyncOptions } from './validate.js';
 export { GpuEvent } from './event.js';
 export type { EventOptions, EventRecorder } from './event.js';
@@ -33,6 +34,7 @@ export {
   AbortError,
   WebGpuUnavailableError,
   StreamRaceError,
+  UploadSourceError,
 } from './errors.js';
 export type { ErrorSite, RaceReport, RaceAccess } from './errors.js';
 export type { SanitizeMode } from './sanitizer.js';

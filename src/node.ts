@@ -12,7 +12,8 @@
  */
 import { createContext, type Context, type ContextOptions } from './context.js';
 import { InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
-import { expectBoolean, expectObject, showValue } from './validate.js';
+import { expectBoolean, expectInteger, expectObject, showValue } from './validate.js';
+import type { RandomAccessSource } from './upload-from.js';
 
 export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAlive'> {
   /**
@@ -58,6 +59,41 @@ async function loadDawn(site: ErrorSite): Promise<typeof import('webgpu')> {
       { ...site, cause: e },
     );
   }
+}
+
+/** A file opened for `stream.uploadFrom`: reads go straight into the staging buffers' mapped ranges, several at once on libuv's thread pool. */
+export interface FileSource extends RandomAccessSource {
+  /** Closes the file. Idempotent. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Opens `path` for `stream.uploadFrom(file, dst, { offset, size })`. `parallel`: reads in flight at
+ * once (libuv runs 4 by default; raise UV_THREADPOOL_SIZE for more). @default 4
+ */
+export async function openFile(path: string, options: { parallel?: number } = {}): Promise<FileSource> {
+  const site = { op: 'openFile' };
+  if (typeof path !== 'string') throw new InvalidArgumentError(`Expected \`path\` to be a string, got ${showValue(path)}`, site);
+  const o = expectObject('options', options, site);
+  const parallel = o.parallel === undefined ? 4 : expectInteger('parallel', o.parallel, 1, 256, site);
+  const { open } = await import('node:fs/promises');
+  const fh = await open(path, 'r');
+  const { size } = await fh.stat();
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await fh.close();
+  };
+  return {
+    size,
+    parallel,
+    label: path,
+    read: async (into, position) => (await fh.read(into, 0, into.byteLength, position)).bytesRead,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
 }
 
 export * from './index.js';

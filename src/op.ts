@@ -58,6 +58,10 @@ export interface DownloadPayload {
 export interface HostFnPayload {
   kind: 'hostFn';
   fn: () => unknown;
+  /** The library's own host work (`uploadFrom`): a StreamError it throws is the op's error as it is. */
+  own?: boolean;
+  /** Bytes of a buffer the host work writes through other streams (`uploadFrom`), for the sanitizer. */
+  writes?: { buffer: GPUBuffer; label: string; start: number; end: number };
 }
 export interface RecordPayload {
   kind: 'record';
@@ -258,6 +262,8 @@ export class StreamQueue {
   waiting = 0;
   /** The sanitizer's clock of this stream, once a sanitized context enqueued on it. */
   clock: StreamClock | null = null;
+  /** The library's own stream (the copies of an `uploadFrom`): the sanitizer sees the op that drives it instead. */
+  internal = false;
 
   constructor(
     readonly owner: QueueOwner,
@@ -266,6 +272,37 @@ export class StreamQueue {
     readonly nonBlocking: boolean,
     readonly isDefault: boolean,
   ) {}
+
+  /** Removes and returns the ops not yet ordered (the context closes): none will be encoded. */
+  takePending(): Op[] {
+    const out: Op[] = [];
+    for (let i = this.head; i < this.pending.length; i++) {
+      const op = this.pending[i];
+      if (!op) continue;
+      if (op.pinned) op.pinned.unencoded--;
+      out.push(op);
+    }
+    this.pending = [];
+    this.head = 0;
+    return out;
+  }
+
+  /** The first failure among ops `from` < id <= `upTo`, if any. */
+  failureIn(from: number, upTo: number): StreamError | undefined {
+    for (const f of this.failures) if (f.last > from && f.first <= upTo) return f.error;
+    return undefined;
+  }
+
+  /**
+   * After a report: work enqueued from now on no longer inherits a reported failure, and runs every
+   * kind of waiter has seen are forgotten (once no older waiter may still look at them).
+   */
+  reported(err: StreamError | undefined): void {
+    if (err && this.tail?.done && this.tail.error) this.tail = null;
+    if (this.waiting > 0 || this.failures.length === 0) return;
+    const firstForStream = this.failures.find((f) => f.last > this.reportedStream);
+    this.failures = this.failures.filter((f) => f === firstForStream || f.last > this.reportedCtx);
+  }
 
   get headOp(): Op | undefined {
     return this.pending[this.head];

@@ -90,6 +90,7 @@ export class Sanitizer {
    */
   enqueue(op: Op, streams: readonly StreamQueue[], defaultQueue: StreamQueue): void {
     const q = op.stream;
+    if (q.internal) return;
     // The op's stack when its context keeps one (captureStacks); the second access of a race takes
     // the stack of the call being made now, when it is reported.
     const site = op.callSite;
@@ -196,6 +197,8 @@ function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
       return (p.pinned && check(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false, vc, entry)) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc, entry);
     case 'download':
       return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc, entry) ?? (p.pinned && check(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true, vc, entry));
+    case 'hostFn':
+      return p.writes ? check(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true, vc, entry) : null;
     default:
       return null;
   }
@@ -337,6 +340,9 @@ function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefine
     case 'download':
       record(p.src, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
       if (p.pinned) record(p.pinned.buffer, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
+      break;
+    case 'hostFn':
+      if (p.writes) record(p.writes.buffer, { entry, epoch, write: true, start: p.writes.start, end: p.writes.end, vc, op, site });
       break;
   }
 }

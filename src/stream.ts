@@ -14,7 +14,8 @@ import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
-import { expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
+import { planTransfer, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { checkAttached, expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
  * A buffer a kernel can bind or a transfer can use: one of ours, or a raw `GPUBuffer` (not tracked:
@@ -55,28 +56,12 @@ export interface StreamHost {
   readonly limits: Pick<GPUSupportedLimits, 'maxUniformBufferBindingSize' | 'maxStorageBufferBindingSize' | 'maxComputeWorkgroupsPerDimension'>;
   /** Timing events record GPU timestamps (the device has 'timestamp-query' and timing is on). */
   readonly timestampQuery: boolean;
+  /** Pinned staging buffers for `uploadFrom`, shared by the context's streams. */
+  readonly uploadRing: StagingRing;
   checkAlive(op: string, stream: string): void;
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
-
-/** Throws when `view`'s buffer was detached (transferred or resized away): its bytes are gone. */
-function checkAttached(view: ArrayBufferView, name: string, site: ErrorSite): void {
-  const buf = view.buffer as ArrayBuffer & { detached?: boolean };
-  if (view.byteLength === 0 && (buf.detached ?? isDetached(buf))) {
-    throw new InvalidArgumentError(`\`${name}\` is a view of a detached ArrayBuffer (transferred with postMessage or structuredClone): its bytes are gone`, site);
-  }
-}
-
-/** Detachment where `ArrayBuffer.prototype.detached` is missing: a detached buffer cannot be viewed. */
-function isDetached(buf: ArrayBufferLike): boolean {
-  try {
-    new Uint8Array(buf, 0, 0);
-    return false;
-  } catch {
-    return true;
-  }
-}
 
 /** `src`, or `bindings[1] (out)` for a kernel binding. */
 function argName(what: string | number, binding: string | undefined): string {
@@ -271,6 +256,33 @@ export class Stream {
     const r = this.#range(options, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
     return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host', tracked === NONE).id;
+  }
+
+  /**
+   * Host-to-device transfer from a file (`openFile` in 'webgpu-streams/node'), a `ReadableStream`
+   * or async chunks, through a ring of pinned staging buffers (upload-from.ts); a source that
+   * fails it fails this op with `UploadSourceError`. @returns the op id
+   */
+  uploadFrom(source: UploadSource, dst: Bindable, options?: UploadFromOptions): number {
+    const site = this.#site('uploadFrom', true);
+    const d = this.#unwrap(dst, 'dst', site);
+    if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
+    const plan = planTransfer(source, d.size, d.label, options, site);
+    const copies = (this.#copies ??= this.#copyStream());
+    const ring = this.#host.uploadRing;
+    const pieces = plan.size === null ? 4 : Math.ceil(plan.size / ring.pieceBytes);
+    const t: Transfer = { ...plan, source, dst: d.buffer, dstLabel: d.label, copies, ring, ringSize: Math.max(1, Math.min(4, pieces)), site: { op: 'uploadFrom', stream: this.label, context: this.#host.label, callSite: site.callSite } };
+    const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE;
+    const writes = { buffer: d.buffer, label: d.label, start: plan.dstOffset, end: plan.dstOffset + (plan.size ?? plan.room) };
+    return this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes }, NONE, tracked, site, 'uploadFrom', d.label).id;
+  }
+
+  /** The stream an `uploadFrom` copies on: internal, after this stream's op that drives it. */
+  #copies: Stream | null = null;
+  #copyStream(): Stream {
+    const q = this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true);
+    q.internal = true;
+    return new Stream(this.#host, q);
   }
 
   /**

@@ -75,3 +75,21 @@ export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | und
 }
 
 export { show as showValue };
+
+/** Throws when `view`'s buffer was detached (transferred or resized away): its bytes are gone. */
+export function checkAttached(view: ArrayBufferView, name: string, site: ErrorSite): void {
+  const buf = view.buffer as ArrayBuffer & { detached?: boolean };
+  if (view.byteLength === 0 && (buf.detached ?? isDetached(buf))) {
+    throw new InvalidArgumentError(`\`${name}\` is a view of a detached ArrayBuffer (transferred with postMessage or structuredClone): its bytes are gone`, site);
+  }
+}
+
+/** Detachment where `ArrayBuffer.prototype.detached` is missing: a detached buffer cannot be viewed. */
+function isDetached(buf: ArrayBufferLike): boolean {
+  try {
+    new Uint8Array(buf, 0, 0);
+    return false;
+  } catch {
+    return true;
+  }
+}

@@ -58,6 +58,13 @@ describe('src/ structure', () => {
     expect(cycles).toEqual([]);
   });
 
+  it('has one concept per file: no file over 450 lines', () => {
+    const long = tsFiles(src)
+      .map((f) => [f, readFileSync(join(root, f), 'utf8').split('\n').length - 1] as const)
+      .filter(([, n]) => n > 450);
+    expect(long).toEqual([]);
+  });
+
   it('internal files never import the barrel; index.ts and node.ts only re-export', () => {
     for (const f of srcFiles.filter((f) => f !== 'src/node.ts')) expect(localTargets(f), f).not.toContain('src/index.ts');
     const index = readFileSync(join(src, 'index.ts'), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');

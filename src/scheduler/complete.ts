@@ -6,7 +6,7 @@
  * Completion is iterative: one worklist for every context, so a chain of any length completes
  * without recursion, and an op of one context completing wakes the ops of another that wait on it.
  */
-import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, describeThrown, type StreamError } from '../errors.js';
+import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown } from '../errors.js';
 import { MapMode } from '../gpu-constants.js';
 import { NONE, type Op } from '../op.js';
 import type { Trace } from '../trace.js';
@@ -438,7 +438,10 @@ export class Completer {
     hostFnEnded(op);
     this.runningHost.delete(op);
     if (op.times) op.times.tHostEnd = performance.now();
-    if (err !== undefined && !op.error) op.error = new HostFnError(`host function threw: ${describeThrown(err)}`, { ...op.site(), cause: err });
+    if (err !== undefined && !op.error) {
+      const own = op.payload.kind === 'hostFn' && op.payload.own && err instanceof StreamError;
+      op.error = own ? err : new HostFnError(`host function threw: ${describeThrown(err)}`, { ...op.site(), cause: err });
+    }
     op.ordered = true;
     this.ownDone(op);
   }

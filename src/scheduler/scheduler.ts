@@ -132,11 +132,9 @@ export class Scheduler implements QueueOwner {
     const pinned = op.pinned;
     if (pinned) {
       pinned.claim(op);
-      // Hand the mapping back now, not at the flush, when nothing can use the views before this op
-      // runs: it is the buffer's only claimant and no host function of its stream is undone. Each
-      // attached mapped range counts as V8 external memory (docs/PERFORMANCE.md). Otherwise a host
-      // function ahead may fill it; views handed out before now must not: they detach, and the
-      // stream's host functions wait for the re-map.
+      // Unmapped now when nothing can use the views before this op runs (its only claimant, no host
+      // function of its stream undone): a mapped range counts as V8 external memory. Else a host
+      // function ahead may fill it; views taken before now detach, its host functions wait.
       if (pinned.claims === 1 && q.hostFnsUndone === 0) pinned.unmapForGpu();
       else if (pinned.hasViews && pinned.state === 'mapped') {
         q.remaps++;
@@ -291,9 +289,8 @@ export class Scheduler implements QueueOwner {
         if (!op.error) op.error = inherit(op, d);
         return true;
       }
-      // Queue order covers a dependency on this device once it is ordered; another device's
-      // work (another context's queue) must have completed.
-      // (An isolated op can be done before the reaction that marks it ordered has run.)
+      // Queue order covers a dependency on this device once it is ordered (or done: an isolated op
+      // can be done before the reaction that marks it ordered runs); another device's must be done.
       if (hostFn || d.stream.owner.device !== this.device ? !d.done : !(d.ordered || d.done)) return false;
     }
     if (op.error) return true;
@@ -387,9 +384,9 @@ export class Scheduler implements QueueOwner {
     }
     joinHost(clock);
     if (this.#closed) throw this.#closed;
-    const err = failure(q, from, upTo);
+    const err = q.failureIn(from, upTo);
     if (upTo > q.reportedStream) q.reportedStream = upTo;
-    reported(q, err);
+    q.reported(err);
     if (err) throw err;
   }
 
@@ -414,9 +411,9 @@ export class Scheduler implements QueueOwner {
     if (this.#closed) throw this.#closed;
     const errors: StreamError[] = [];
     for (const { q, from, upTo } of marks) {
-      const err = failure(q, from, upTo);
+      const err = q.failureIn(from, upTo);
       if (upTo > q.reportedCtx) q.reportedCtx = upTo;
-      reported(q, err);
+      q.reported(err);
       if (err) errors.push(err);
     }
     this.prune();
@@ -435,17 +432,7 @@ export class Scheduler implements QueueOwner {
     if (this.#closed) return;
     this.#closed = err;
     const completer = this.#completer;
-    const all: Op[] = [];
-    for (const q of this.streams) {
-      for (let i = q.head; i < q.pending.length; i++) {
-        const op = q.pending[i];
-        if (!op) continue;
-        if (op.pinned) op.pinned.unencoded--;
-        all.push(op);
-      }
-      q.pending = [];
-      q.head = 0;
-    }
+    const all = this.streams.flatMap((q) => q.takePending());
     all.push(...completer.takeQueuedHostFns(), ...completer.runningHost);
     for (const b of completer.inFlightBatches) all.push(...b.ops);
     completer.inFlightBatches.length = 0;
@@ -457,21 +444,4 @@ export class Scheduler implements QueueOwner {
   destroy(): void {
     this.#encoder.destroy();
   }
-}
-
-/** The first failure of `q` among ops `from` < id <= `upTo`, if any. */
-function failure(q: StreamQueue, from: number, upTo: number): StreamError | undefined {
-  for (const f of q.failures) if (f.last > from && f.first <= upTo) return f.error;
-  return undefined;
-}
-
-/**
- * After a report: work enqueued from now on no longer inherits a reported failure, and runs every
- * kind of waiter has seen are forgotten (once no older waiter may still look at them).
- */
-function reported(q: StreamQueue, err: StreamError | undefined): void {
-  if (err && q.tail?.done && q.tail.error) q.tail = null;
-  if (q.waiting > 0 || q.failures.length === 0) return;
-  const firstForStream = q.failures.find((f) => f.last > q.reportedStream);
-  q.failures = q.failures.filter((f) => f === firstForStream || f.last > q.reportedCtx);
 }

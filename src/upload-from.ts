@@ -1,0 +1,263 @@
+/**
+ * `stream.uploadFrom(source, dst)`: bytes from a file, a fetch body or any stream of chunks into a
+ * device buffer, through a small ring of pinned staging buffers, so neither the JS heap nor the
+ * device ever holds more than the ring of a transfer of any size.
+ *
+ * The op is a host function of the stream: it starts once the stream's earlier work is done, and
+ * the stream's later work waits for it. It fills the ring's buffers (a random-access source reads
+ * straight into their mapped ranges, several reads at once; a stream of chunks is copied in) and
+ * hands each to an internal stream that copies it into `dst`, so reading piece k + 1 overlaps the
+ * GPU's copy of piece k. It ends once the last copy completed.
+ */
+import { InvalidArgumentError, UploadSourceError, type ErrorSite } from './errors.js';
+import { expectAligned, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
+import type { PinnedBuffer } from './pinned.js';
+
+/** Bytes readable at any position: a file (`openFile` in `webgpu-streams/node`), a Blob, an HTTP resource. */
+export interface RandomAccessSource {
+  /** Total bytes. */
+  readonly size: number;
+  /** Reads up to `into.byteLength` bytes at `position` into `into`; resolves with the count read (0: the end). */
+  read(into: Uint8Array, position: number): Promise<number>;
+  /** Reads worth running at once (a file in Node: libuv's thread pool). @default 1 */
+  readonly parallel?: number;
+  /** Named in errors. */
+  readonly label?: string;
+}
+
+/** What `uploadFrom` reads: random access, a `ReadableStream` (a fetch body, `Blob.stream()`), or any async iterable of chunks. */
+export type UploadSource = RandomAccessSource | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+
+export interface UploadFromOptions {
+  /** Byte position in the source to start at (a stream's first bytes are skipped). @default 0 */
+  offset?: number;
+  /** Bytes to move, a multiple of 4. @default the rest of a random-access source; all of a stream */
+  size?: number;
+  /** Byte offset in `dst`, a multiple of 4. @default 0 */
+  dstOffset?: number;
+}
+
+/** The ring's buffers: taken for a transfer, given back after it. */
+export interface StagingRing {
+  readonly pieceBytes: number;
+  take(): PinnedBuffer;
+  give(p: PinnedBuffer): void;
+}
+
+/** What the transfer copies with: an internal stream's pinned upload and its synchronize. */
+export interface CopyStream {
+  upload(src: PinnedBuffer, dst: GPUBuffer, options: { srcOffset: number; dstOffset: number; size: number }): number;
+  synchronize(): Promise<void>;
+}
+
+export function isRandomAccess(s: unknown): s is RandomAccessSource {
+  return typeof s === 'object' && s !== null && typeof (s as RandomAccessSource).read === 'function' && typeof (s as RandomAccessSource).size === 'number';
+}
+
+export function isChunkSource(s: unknown): s is ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> {
+  return typeof s === 'object' && s !== null && (typeof (s as ReadableStream).getReader === 'function' || typeof (s as AsyncIterable<Uint8Array>)[Symbol.asyncIterator] === 'function');
+}
+
+export interface Transfer {
+  source: UploadSource;
+  offset: number;
+  /** Bytes to move; null: a stream's whole rest, up to `room`. */
+  size: number | null;
+  dst: GPUBuffer;
+  dstLabel: string;
+  dstOffset: number;
+  /** Bytes of `dst` from `dstOffset` on. */
+  room: number;
+  copies: CopyStream;
+  ring: StagingRing;
+  /** At most this many staging buffers. */
+  ringSize: number;
+  site: ErrorSite;
+}
+
+/** Checks a call's source and options (InvalidArgumentError at the call): where the transfer starts, how much, where it lands. */
+export function planTransfer(source: unknown, dstSize: number, dstLabel: string, options: unknown, site: ErrorSite): { offset: number; size: number | null; dstOffset: number; room: number } {
+  const random = isRandomAccess(source);
+  if (!random && !isChunkSource(source)) {
+    throw new InvalidArgumentError(`Expected \`source\` to be a ReadableStream, an async iterable of Uint8Array or a random-access source ({ size, read(into, position) }, e.g. openFile() in 'webgpu-streams/node'), got ${showValue(source)}`, site);
+  }
+  const o = expectObject('options', options ?? {}, site);
+  expectKnownKeys('options', o, ['offset', 'size', 'dstOffset'], site);
+  const offset = expectInteger('offset', o.offset ?? 0, 0, Number.MAX_SAFE_INTEGER, site);
+  const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, dstSize, site), 4, site);
+  const room = dstSize - dstOffset;
+  let size: number | null = o.size === undefined ? null : expectAligned('size', expectInteger('size', o.size, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+  if (random) {
+    const total = (source as RandomAccessSource).size;
+    if (offset > total) throw new InvalidArgumentError(`offset ${offset} is past the end of the source (${total} bytes)`, site);
+    if (size === null) size = expectAligned('size (the rest of the source)', total - offset, 4, site);
+    else if (offset + size > total) throw new InvalidArgumentError(`the source has ${total - offset} bytes from offset ${offset}; ${size} asked for`, site);
+  }
+  if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
+  return { offset, size, dstOffset, room };
+}
+
+/** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
+export async function runTransfer(t: Transfer): Promise<void> {
+  const taken: PinnedBuffer[] = [];
+  try {
+    if (isRandomAccess(t.source)) await fromRandomAccess(t, t.source, taken);
+    else await fromChunks(t, t.source, taken);
+    await t.copies.synchronize();
+  } finally {
+    for (const p of taken) t.ring.give(p);
+  }
+}
+
+const sourceName = (t: Transfer): string => (isRandomAccess(t.source) && t.source.label ? `'${t.source.label}'` : 'the source');
+
+function fail(t: Transfer, message: string, cause?: unknown): UploadSourceError {
+  return new UploadSourceError(`${message} (uploadFrom into '${t.dstLabel}')`, cause === undefined ? t.site : { ...t.site, cause });
+}
+
+/** The ring buffer for piece `k`, back on the host (its previous copy completed). */
+async function slot(t: Transfer, taken: PinnedBuffer[], k: number): Promise<PinnedBuffer> {
+  const i = k % t.ringSize;
+  if (i === taken.length) taken.push(t.ring.take());
+  const p = taken[i]!;
+  await p.ready();
+  return p;
+}
+
+async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: PinnedBuffer[]): Promise<void> {
+  const size = t.size!;
+  const piece = t.ring.pieceBytes;
+  const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
+  const pieces = Math.ceil(size / piece);
+  // Up to ring - 1 pieces being read at once; each piece's copy is enqueued in order once read.
+  const window = Math.max(1, t.ringSize - 1);
+  const reading: { k: number; buf: PinnedBuffer; done: Promise<void>; n: number }[] = [];
+  const readPiece = async (buf: PinnedBuffer, k: number, n: number): Promise<void> => {
+    const at = t.offset + k * piece;
+    const part = Math.ceil(n / parallel / 65536) * 65536;
+    const view = buf.bytes;
+    const parts: Promise<void>[] = [];
+    for (let a = 0; a < n; a += part) parts.push(readFully(t, src, view.subarray(a, Math.min(n, a + part)), at + a));
+    await Promise.all(parts);
+  };
+  const copy = (x: { k: number; buf: PinnedBuffer; n: number }): void => {
+    t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + x.k * piece, size: x.n });
+  };
+  try {
+    for (let k = 0; k < pieces; k++) {
+      const buf = await slot(t, taken, k);
+      const n = Math.min(piece, size - k * piece);
+      const done = readPiece(buf, k, n);
+      done.catch(() => undefined); // awaited below, in order; a failure must not go unhandled meanwhile
+      reading.push({ k, buf, n, done });
+      if (reading.length >= window) {
+        const x = reading.shift()!;
+        await x.done;
+        copy(x);
+      }
+    }
+    while (reading.length) {
+      const x = reading.shift()!;
+      await x.done;
+      copy(x);
+    }
+  } finally {
+    // Reads still running write into ring buffers: let them settle before the ring is given back.
+    await Promise.allSettled(reading.map((x) => x.done));
+  }
+}
+
+/** Fills `into` from `position`, or throws: the source ended or its read failed. */
+async function readFully(t: Transfer, src: RandomAccessSource, into: Uint8Array, position: number): Promise<void> {
+  let got = 0;
+  while (got < into.byteLength) {
+    let n: number;
+    try {
+      n = await src.read(into.subarray(got), position + got);
+    } catch (e) {
+      throw fail(t, `reading ${sourceName(t)} at byte ${position + got} failed`, e);
+    }
+    if (!Number.isInteger(n) || n < 0 || n > into.byteLength - got) throw fail(t, `${sourceName(t)}.read() returned ${String(n)} for ${into.byteLength - got} bytes asked`);
+    if (n === 0) throw fail(t, `${sourceName(t)} ended at byte ${position + got}, before the ${t.size} bytes from ${t.offset} asked for`);
+    got += n;
+  }
+}
+
+async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, taken: PinnedBuffer[]): Promise<void> {
+  const piece = t.ring.pieceBytes;
+  const limit = t.size ?? t.room;
+  let skip = t.offset;
+  let received = 0; // bytes the source gave
+  let moved = 0; // bytes enqueued to copy
+  let k = 0;
+  let buf: PinnedBuffer | null = null;
+  let fill = 0;
+  const flushPiece = (): void => {
+    if (!buf || fill === 0) return;
+    if (fill % 4 !== 0) throw fail(t, `${sourceName(t)} ended after ${moved + fill} bytes, not a multiple of 4`);
+    t.copies.upload(buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + moved, size: fill });
+    moved += fill;
+    k++;
+    buf = null;
+    fill = 0;
+  };
+  const it = chunksOf(src);
+  let ended = false;
+  try {
+    while (moved + fill < limit) {
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await it.next();
+      } catch (e) {
+        throw fail(t, `${sourceName(t)} failed after ${received} bytes`, e);
+      }
+      if (r.done) {
+        ended = true;
+        break;
+      }
+      let chunk = r.value;
+      if (!(chunk instanceof Uint8Array)) throw fail(t, `${sourceName(t)} gave a chunk that is not a Uint8Array`);
+      received += chunk.byteLength;
+      if (skip > 0) {
+        const s = Math.min(skip, chunk.byteLength);
+        skip -= s;
+        chunk = chunk.subarray(s);
+      }
+      let at = 0;
+      while (at < chunk.byteLength) {
+        if (moved + fill >= limit) {
+          if (t.size === null) throw fail(t, `${sourceName(t)} is longer than the ${t.room} bytes of '${t.dstLabel}' from offset ${t.dstOffset}`);
+          break; // the rest of the stream is not asked for
+        }
+        if (!buf) {
+          buf = await slot(t, taken, k);
+          fill = 0;
+        }
+        const n = Math.min(chunk.byteLength - at, piece - fill, limit - moved - fill);
+        buf.bytes.set(chunk.subarray(at, at + n), fill);
+        fill += n;
+        at += n;
+        if (fill === piece) flushPiece();
+      }
+    }
+    if (t.size !== null && moved + fill < t.size) throw fail(t, `${sourceName(t)} ended after ${moved + fill} of the ${t.size} bytes asked for${t.offset ? ` (from byte ${t.offset})` : ''}`);
+    flushPiece();
+  } finally {
+    if (!ended) await it.return?.().catch(() => undefined);
+  }
+}
+
+/** An async iterator over a ReadableStream (which Node and some browsers cannot iterate directly) or an async iterable. */
+function chunksOf(src: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>): AsyncIterator<Uint8Array> {
+  if (typeof (src as ReadableStream).getReader === 'function') {
+    const reader = (src as ReadableStream<Uint8Array>).getReader();
+    return {
+      next: () => reader.read() as Promise<IteratorResult<Uint8Array>>,
+      return: async () => {
+        await reader.cancel().catch(() => undefined);
+        return { done: true, value: undefined };
+      },
+    };
+  }
+  return (src as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+}

@@ -1,0 +1,183 @@
+/**
+ * `stream.uploadFrom` (src/upload-from.ts) on real WebGPU (Dawn): from a file (random access,
+ * parallel reads into the staging ring), a ReadableStream and an async iterable, with offsets and
+ * sizes, checked byte for byte against the source on fresh seeded random data; stream order around
+ * it; and sources that fail it: each fails that op alone, typed, with nothing leaked.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { openFile } from '../src/node.js';
+import { InvalidArgumentError, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
+
+type GpuCtx = Context & { errors: string[] };
+let ctx: GpuCtx;
+const races: RaceReport[] = [];
+useGpuContext((c) => (ctx = c), { sanitize: (r) => void races.push(r) });
+
+const dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-upload-from-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const seed = randomSeed();
+const r = rng(seed);
+/** An integer in [lo, hi]. */
+const int = (lo: number, hi: number): number => lo + (r.u32() % (hi - lo + 1));
+const bytesOf = (n: number): Uint8Array => new Uint8Array(r.u32Array(Math.ceil(n / 4)).buffer, 0, n);
+const fileOf = (name: string, data: Uint8Array): string => {
+  const path = join(dir, name);
+  writeFileSync(path, data);
+  return path;
+};
+/** dst's bytes [at, at + n), read back on a stream of its own. */
+async function readBack(buf: DeviceBuffer, at = 0, n = buf.size - at): Promise<Uint8Array> {
+  const s = ctx.createStream({ label: 'readback', nonBlocking: true });
+  const out = new Uint8Array(n);
+  s.download(buf, out, { srcOffset: at, size: n });
+  await s.synchronize();
+  return out;
+}
+const firstDiff = (a: Uint8Array, b: Uint8Array): number => {
+  if (a.length !== b.length) return -2;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+};
+/** Chunks of random sizes (1 byte to 3 MiB) over `data`, as an async iterable. */
+async function* chunks(data: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < data.length; ) {
+    const n = Math.min(data.length - at, int(0, 3) === 0 ? int(1, 64) : int(1, 3 << 20));
+    yield data.slice(at, at + n);
+    at += n;
+    await new Promise((res) => setImmediate(res));
+  }
+}
+const readable = (data: Uint8Array): ReadableStream<Uint8Array> => {
+  const it = chunks(data);
+  return new ReadableStream({ pull: async (c) => { const x = await it.next(); if (x.done) c.close(); else c.enqueue(x.value); } });
+};
+
+describe(`uploadFrom (seed ${seed})`, () => {
+  it('moves a file of several staging pieces into a buffer, from an offset, in stream order', async () => {
+    const data = bytesOf(20 * 1048576 + 12 + 4 * int(0, 1000)); // 3 pieces of 8 MiB
+    const file = await openFile(fileOf('a.bin', data));
+    try {
+      const offset = 4 * int(0, 1000) + int(0, 3); // any byte position in the file
+      const size = (data.length - offset) & ~3;
+      const dst = ctx.alloc(size + 8, { label: 'dst' });
+      const load = ctx.createStream({ label: 'load' });
+      load.uploadFrom(file, dst, { offset, size, dstOffset: 8 - 8 }); // dstOffset 0
+      const after = new Uint8Array(size);
+      load.download(dst, after, { size }); // stream order: after the last byte landed
+      await load.synchronize();
+      expect(firstDiff(after, data.subarray(offset, offset + size)), `seed ${seed}`).toBe(-1);
+    } finally {
+      await file.close();
+    }
+  });
+
+  it('moves a ReadableStream and an async iterable of uneven chunks, skipping `offset` bytes, into dstOffset', async () => {
+    for (const make of [readable, chunks]) {
+      const data = bytesOf(4 * int(1, 5 << 18)); // up to 5 MiB
+      const skip = 4 * int(0, 100);
+      const dst = ctx.alloc(data.length + 64, { label: 'dst' });
+      const s = ctx.createStream({ label: 'load' });
+      s.uploadFrom(make(data), dst, { offset: skip, dstOffset: 64 });
+      await s.synchronize();
+      expect(firstDiff(await readBack(dst, 64, data.length - skip), data.subarray(skip)), `seed ${seed}`).toBe(-1);
+    }
+  });
+
+  it('a source that ends early, errors midway, or is longer than the destination fails that op alone, typed; nothing leaks', async () => {
+    const staging = ctx.memory.staging;
+    const other = ctx.createStream({ label: 'other', nonBlocking: true });
+    const x = ctx.alloc(4096, { label: 'x' });
+    const want = bytesOf(4096);
+    other.upload(want, x);
+    const cases: [string, () => AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>, { size?: number }, RegExp][] = [
+      ['ends early', () => chunks(bytesOf(1000)), { size: 4096 }, /ended after 1000 of the 4096 bytes asked for/],
+      ['errors midway', () => { let n = 0; return new ReadableStream<Uint8Array>({ pull: (c) => (n++ === 0 ? c.enqueue(bytesOf(2048)) : c.error(new Error('connection reset'))) }); }, {}, /failed after 2048 bytes/],
+      ['longer than dst', () => chunks(bytesOf(8192)), {}, /longer than the 4096 bytes of 'small'/],
+      ['not a multiple of 4', () => chunks(bytesOf(1001)), {}, /ended after 1001 bytes, not a multiple of 4/],
+    ];
+    for (const [what, source, opts, message] of cases) {
+      const s = ctx.createStream({ label: `bad: ${what}`, nonBlocking: true });
+      const small = ctx.alloc(4096, { label: 'small' });
+      const id = s.uploadFrom(source(), small, opts);
+      const later = s.download(small, new Uint8Array(16));
+      const err = await s.synchronize().then(() => null, (e: unknown) => e);
+      expect(err, what).toBeInstanceOf(UploadSourceError);
+      expect((err as Error).message, what).toMatch(message);
+      expect((err as UploadSourceError).stream).toBe(`bad: ${what}`);
+      expect(id).toBeLessThan(later);
+      if (what === 'errors midway') expect(String((err as Error).cause)).toMatch(/connection reset/);
+      await s.synchronize(); // reported once; the stream starts clean
+      small.destroy();
+    }
+    await other.synchronize();
+    expect(firstDiff(await readBack(x), want), 'the other stream is untouched').toBe(-1);
+    expect(ctx.memory.staging, 'the staging ring is kept for reuse, not grown').toBeLessThanOrEqual(staging + 4 * (8 << 20));
+  });
+
+  it('checks the call: a source of the wrong kind, a range past a file, a size that does not fit', async () => {
+    const s = ctx.createStream({ label: 's' });
+    const dst = ctx.alloc(1024, { label: 'dst' });
+    const file = await openFile(fileOf('b.bin', bytesOf(2048)));
+    try {
+      expect(() => s.uploadFrom(new Uint8Array(4) as never, dst)).toThrow(InvalidArgumentError);
+      expect(() => s.uploadFrom(file, dst, { offset: 4096 })).toThrow(/past the end of the source \(2048 bytes\)/);
+      expect(() => s.uploadFrom(file, dst, { offset: 1024, size: 2048 })).toThrow(/has 1024 bytes from offset 1024; 2048 asked for/);
+      expect(() => s.uploadFrom(file, dst)).toThrow(/size 2048 does not fit 'dst' \(1024 bytes/);
+      expect(() => s.uploadFrom(file, dst, { size: 6 })).toThrow(/multiple of 4/);
+      expect(s.pendingOps).toBe(0);
+    } finally {
+      await file.close();
+    }
+  });
+
+  it('a failed file read fails the op with its cause, and the stream goes on after the report', async () => {
+    const s = ctx.createStream({ label: 'flaky' });
+    const dst = ctx.alloc(1 << 20, { label: 'dst' });
+    let reads = 0;
+    // At most 64 KiB a read, the third one failing.
+    const flaky = {
+      size: 1 << 20,
+      label: 'flaky.bin',
+      read: async (into: Uint8Array): Promise<number> => {
+        if (++reads === 3) throw new Error('EIO');
+        const n = Math.min(into.byteLength, 65536);
+        into.fill(7, 0, n);
+        return n;
+      },
+    };
+    s.uploadFrom(flaky, dst);
+    const next = s.download(dst, new Uint8Array(4));
+    const err = await s.synchronize().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(UploadSourceError);
+    expect((err as Error).message).toMatch(/reading 'flaky.bin' at byte \d+ failed/);
+    expect(String((err as Error).cause)).toMatch(/EIO/);
+    void next;
+    const data = bytesOf(1 << 20);
+    s.uploadFrom(chunks(data), dst);
+    await s.synchronize();
+    expect(firstDiff(await readBack(dst), data)).toBe(-1);
+  });
+
+  it('the sanitizer sees the transfer as one write of its stream', async () => {
+    races.length = 0;
+    const [load, compute] = [ctx.createStream({ label: 'load', nonBlocking: true }), ctx.createStream({ label: 'compute', nonBlocking: true })];
+    const w = ctx.alloc(4096, { label: 'w' });
+    load.uploadFrom(chunks(bytesOf(4096)), w);
+    compute.download(w, new Uint8Array(4096)); // no wait: a race
+    await Promise.all([load.synchronize(), compute.synchronize()]);
+    expect(races.map((x) => `${x.buffer} ${x.first?.name} / ${x.second.name}`)).toEqual(['w hostFn uploadFrom / download w->host']);
+    races.length = 0;
+    const ev = ctx.createEvent();
+    load.uploadFrom(chunks(bytesOf(4096)), w);
+    ev.record(load);
+    compute.waitEvent(ev);
+    compute.download(w, new Uint8Array(4096));
+    await Promise.all([load.synchronize(), compute.synchronize()]);
+    expect(races).toEqual([]);
+  });
+});
