@@ -7,6 +7,8 @@ export type { ContextOptions, AdapterInfo, BuiltinKernels } from './context.js';
 export { Stream } from './stream.js';
 export type { LaunchOptions, CopyOptions, Bindable } from './stream.js';
 export type { UploadSource, RandomAccessSource, UploadFromOptions } from './upload-from.js';
+export { SafetensorsFile, safetensorsHeader, encodeSafetensors } from './safetensors.js';
+export type { TensorInfo } from './safetensors.js';
 export type { SyncOptions } from './validate.js';
 export { GpuEvent } from './event.js';
 export type { EventOptions, EventRecorder } from './event.js';

@@ -1,0 +1,155 @@
+/**
+ * Reading a model's weights from a safetensors file (an 8-byte little-endian header length, a JSON
+ * header naming each tensor's dtype, shape and byte range, then the raw tensors) without loading
+ * it: the header says where each tensor is, and `stream.uploadFrom(file, dst, range)` moves it.
+ */
+import { InvalidArgumentError, UploadSourceError } from './errors.js';
+import type { RandomAccessSource } from './upload-from.js';
+
+/** Bytes per element of each safetensors dtype. */
+const DTYPE_BYTES: Readonly<Record<string, number>> = {
+  BOOL: 1, U8: 1, I8: 1, F8_E4M3: 1, F8_E5M2: 1, U16: 2, I16: 2, F16: 2, BF16: 2, U32: 4, I32: 4, F32: 4, U64: 8, I64: 8, F64: 8,
+};
+/** Larger headers are refused (the reference implementation's limit). */
+const MAX_HEADER = 100 << 20;
+
+/** Where one tensor is: `offset` and `size` in bytes from the start of the file. */
+export interface TensorInfo {
+  name: string;
+  dtype: string;
+  shape: number[];
+  offset: number;
+  size: number;
+}
+
+export class SafetensorsFile {
+  private constructor(
+    readonly source: RandomAccessSource,
+    /** Tensors in file order. */
+    readonly tensors: readonly TensorInfo[],
+    /** The header's `__metadata__` (strings). */
+    readonly metadata: Readonly<Record<string, string>>,
+  ) {}
+
+  /** Reads and checks the header; a file that is not what it says throws UploadSourceError. */
+  static async open(source: RandomAccessSource): Promise<SafetensorsFile> {
+    const name = source.label ? `'${source.label}'` : 'the file';
+    const bad = (why: string, cause?: unknown): UploadSourceError => new UploadSourceError(`${name} is not a valid safetensors file: ${why}`, cause === undefined ? { op: 'safetensors' } : { op: 'safetensors', cause });
+    if (source.size < 8) throw bad(`${source.size} bytes, shorter than the 8-byte header length`);
+    const len8 = await readExactly(source, 0, 8, bad);
+    const n = new DataView(len8.buffer, len8.byteOffset, 8).getBigUint64(0, true);
+    if (n > BigInt(Math.min(MAX_HEADER, source.size - 8))) throw bad(`its header length ${n} exceeds the ${source.size - 8} bytes after it${n > BigInt(MAX_HEADER) ? ' (or the 100 MiB limit)' : ''}`);
+    const headerBytes = Number(n);
+    let header: unknown;
+    try {
+      header = JSON.parse(new TextDecoder().decode(await readExactly(source, 8, headerBytes, bad)));
+    } catch (e) {
+      if (e instanceof UploadSourceError) throw e;
+      throw bad('its header is not JSON', e);
+    }
+    if (typeof header !== 'object' || header === null || Array.isArray(header)) throw bad('its header is not a JSON object');
+    const base = 8 + headerBytes;
+    const dataBytes = source.size - base;
+    const tensors: TensorInfo[] = [];
+    let metadata: Record<string, string> = {};
+    for (const [key, v] of Object.entries(header as Record<string, unknown>)) {
+      if (key === '__metadata__') {
+        metadata = (v ?? {}) as Record<string, string>;
+        continue;
+      }
+      const t = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
+      const bytes = typeof t?.dtype === 'string' ? DTYPE_BYTES[t.dtype] : undefined;
+      if (!bytes) throw bad(`tensor '${key}' has dtype ${JSON.stringify(t?.dtype)}; known: ${Object.keys(DTYPE_BYTES).join(', ')}`);
+      const shape = t!.shape;
+      if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw bad(`tensor '${key}' has shape ${JSON.stringify(shape)}`);
+      const off = t!.data_offsets;
+      if (!Array.isArray(off) || off.length !== 2 || !off.every((x) => Number.isSafeInteger(x) && x >= 0) || off[0] > off[1]) throw bad(`tensor '${key}' has data_offsets ${JSON.stringify(off)}`);
+      const [b, e] = off as [number, number];
+      const want = (shape as number[]).reduce((p, d) => p * d, bytes);
+      if (e - b !== want) throw bad(`tensor '${key}' (${t!.dtype} [${(shape as number[]).join(', ')}]) needs ${want} bytes, its data_offsets give ${e - b}`);
+      if (e > dataBytes) throw bad(`tensor '${key}' ends at byte ${base + e}, past the end of the file (${source.size} bytes): truncated?`);
+      tensors.push({ name: key, dtype: t!.dtype as string, shape: shape as number[], offset: base + b, size: e - b });
+    }
+    tensors.sort((a, b) => a.offset - b.offset);
+    return new SafetensorsFile(source, tensors, metadata);
+  }
+
+  /** The tensor named `name`. */
+  tensor(name: string): TensorInfo {
+    const t = this.tensors.find((x) => x.name === name);
+    if (!t) throw new InvalidArgumentError(`no tensor '${name}' in ${this.source.label ?? 'the file'}; it has ${this.tensors.length}: ${this.tensors.slice(0, 5).map((x) => x.name).join(', ')}${this.tensors.length > 5 ? ', ...' : ''}`, { op: 'safetensors' });
+    return t;
+  }
+
+  /** Layer `i`'s tensors (names with `layers.<i>.`, `h.<i>.` or `blocks.<i>.`), in file order. */
+  layer(i: number): TensorInfo[] {
+    const re = new RegExp(`(^|\\.)(layers|layer|h|blocks)\\.${i}\\.`);
+    return this.tensors.filter((t) => re.test(t.name));
+  }
+
+  /** The bytes `tensors` span, which must lie back to back in the file: one `uploadFrom` moves them all. */
+  span(tensors: readonly TensorInfo[]): { offset: number; size: number } {
+    if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span', { op: 'safetensors' });
+    const sorted = [...tensors].sort((a, b) => a.offset - b.offset);
+    for (let k = 1; k < sorted.length; k++) {
+      if (sorted[k]!.offset !== sorted[k - 1]!.offset + sorted[k - 1]!.size) throw new InvalidArgumentError(`tensors '${sorted[k - 1]!.name}' and '${sorted[k]!.name}' are not back to back in the file; upload them one by one`, { op: 'safetensors' });
+    }
+    const last = sorted[sorted.length - 1]!;
+    return { offset: sorted[0]!.offset, size: last.offset + last.size - sorted[0]!.offset };
+  }
+}
+
+async function readExactly(src: RandomAccessSource, at: number, n: number, bad: (why: string, cause?: unknown) => Error): Promise<Uint8Array> {
+  const out = new Uint8Array(n);
+  let got = 0;
+  while (got < n) {
+    let k: number;
+    try {
+      k = await src.read(out.subarray(got), at + got);
+    } catch (e) {
+      throw bad(`reading bytes ${at + got}.. failed`, e);
+    }
+    if (k <= 0) throw bad(`it ended at byte ${at + got}`);
+    got += k;
+  }
+  return out;
+}
+
+/**
+ * A safetensors header (the 8-byte length and the JSON, padded so the data starts 8-byte aligned)
+ * for tensors laid out back to back in the given order; write each tensor's bytes after it.
+ */
+export function safetensorsHeader(tensors: readonly { name: string; dtype: string; shape: readonly number[] }[], metadata?: Record<string, string>): Uint8Array {
+  const header: Record<string, unknown> = metadata ? { __metadata__: metadata } : {};
+  let at = 0;
+  for (const t of tensors) {
+    const bytes = DTYPE_BYTES[t.dtype];
+    if (!bytes) throw new InvalidArgumentError(`unknown dtype '${t.dtype}' for '${t.name}'; known: ${Object.keys(DTYPE_BYTES).join(', ')}`, { op: 'safetensors' });
+    const size = t.shape.reduce((p, d) => p * d, bytes);
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + size] };
+    at += size;
+  }
+  const json = new TextEncoder().encode(JSON.stringify(header));
+  const pad = (8 - ((8 + json.byteLength) % 8)) % 8;
+  const out = new Uint8Array(8 + json.byteLength + pad).fill(0x20);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.byteLength + pad), true);
+  out.set(json, 8);
+  return out;
+}
+
+/** A whole safetensors file in memory (small files, tests): the header, then each tensor's bytes. */
+export function encodeSafetensors(tensors: readonly { name: string; dtype: string; shape: readonly number[]; data: Uint8Array }[], metadata?: Record<string, string>): Uint8Array {
+  const head = safetensorsHeader(tensors, metadata);
+  for (const t of tensors) {
+    const want = t.shape.reduce((p, d) => p * d, DTYPE_BYTES[t.dtype]!);
+    if (t.data.byteLength !== want) throw new InvalidArgumentError(`'${t.name}' (${t.dtype} [${t.shape.join(', ')}]) needs ${want} bytes, got ${t.data.byteLength}`, { op: 'safetensors' });
+  }
+  const out = new Uint8Array(head.byteLength + tensors.reduce((n, t) => n + t.data.byteLength, 0));
+  out.set(head);
+  let pos = head.byteLength;
+  for (const t of tensors) {
+    out.set(t.data, pos);
+    pos += t.data.byteLength;
+  }
+  return out;
+}
