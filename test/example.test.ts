@@ -33,6 +33,7 @@ it.each([
   ['two-streams', /two-streams: ok, every result\[i\] === a\[i\] \+ b\[i\]/],
   ['stream-weights', /stream-weights: ok, 8 layers through 2 slots/],
   ['sanitizer', /race on buffer 'weights' bytes \[0, 4096\)/],
+  ['weights-from-file', /weights-from-file: ok, 16 layers of 1024 KiB from the file through 2 slots \(device peak 4096 KiB\)/],
 ])('npm run example -- %s runs and checks its result', async (name, ok) => {
   const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000, env: { ...process.env, WEBGPU_STREAMS_SANITIZE: 'throw' } });
   expect(r.output, r.output).toMatch(ok);
