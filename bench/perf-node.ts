@@ -16,10 +16,34 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createNodeContext } from 'webgpu-streams/node';
+import { open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
-import type { HeapProbe } from './perf/common';
+import type { FileProbe, HeapProbe } from './perf/common';
+
+/** P7's scratch files, in the OS temp directory, and the process's memory. */
+export function nodeFileProbe(): FileProbe {
+  return {
+    async write(name, pieces) {
+      const path = join(tmpdir(), `webgpu-streams-${process.pid}-${name}`);
+      const fh = await open(path, 'w');
+      try {
+        for (const piece of pieces) await fh.write(piece);
+      } finally {
+        await fh.close();
+      }
+      return path;
+    },
+    open: (path, parallel) => openFile(path, { parallel }),
+    remove: (path) => rm(path, { force: true }),
+    memory: () => {
+      const m = process.memoryUsage();
+      return { heap: m.heapUsed, external: m.external };
+    },
+  };
+}
 
 /** A full GC and the heap in use, for the retained-bytes column; undefined where V8 refuses. */
 export function nodeHeapProbe(): HeapProbe | undefined {
@@ -159,6 +183,7 @@ export async function main(argv: string[]): Promise<number> {
       runner: 'node',
       createContext: (o) => createNodeContext(o),
       ...(heap ? { heap } : {}),
+      files: nodeFileProbe(),
       progress: (message, fraction) => {
         const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}%`.padStart(4)} ${message}`;
         if (line === last) return;

@@ -13,18 +13,19 @@
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
 import type { DeviceReport, Progress } from './schema';
-import { BOUND_FRACTION, RAW_SLACK, deviceLine, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
+import { BOUND_FRACTION, RAW_SLACK, deviceLine, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type FileProbe, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
 import { overlapGroup } from './perf/p1-overlap';
 import { readbackGroup, uploadGroup } from './perf/p2-p3-transfer';
 import { weightsGroup } from './perf/p4-weights';
 import { libraryCostGroup } from './perf/p5-library-cost';
 import { eventTimingGroup } from './perf/p6-event-timing';
 import { schedulerGrowthGroup } from './perf/growth-scheduler';
+import { storageGroup } from './perf/p7-storage';
 
 export type { BoundedReport, BoundedRow, ContextFactory, PerfGroup, PerfMetric, PerfTable, PerfOptions, PerfGroupResult } from './perf/common';
 
 /** Every metric group, in the order the suite runs them. */
-export const perfGroups: readonly PerfGroup[] = [overlapGroup, uploadGroup, readbackGroup, weightsGroup, libraryCostGroup, eventTimingGroup, schedulerGrowthGroup];
+export const perfGroups: readonly PerfGroup[] = [overlapGroup, uploadGroup, readbackGroup, weightsGroup, libraryCostGroup, eventTimingGroup, storageGroup, schedulerGrowthGroup];
 
 /** Names `only` accepts: group ids, metric ids (P1..P6, also P2.writeBuffer etc.) and 'growth'. */
 export function perfSelectors(): string[] {
@@ -51,6 +52,8 @@ export interface PerfSuiteOptions {
   commit?: string;
   /** A forced GC and heap reading (Node): adds retained bytes per queued op to the growth table. */
   heap?: HeapProbe;
+  /** Scratch files and the process's memory (Node): P7. */
+  files?: FileProbe;
 }
 
 export interface PerfGroupError {
@@ -107,7 +110,7 @@ export async function runPerf(ctx: Context, options: PerfSuiteOptions = {}): Pro
     progress?.(`${g.id}: start`, 0);
     const tg = performance.now();
     try {
-      const r = await g.run(ctx, { quick, seed: (seed + i * 0x9e3779b9) >>> 0 || 1, ...(progress ? { progress } : {}), ...(options.createContext ? { createContext: options.createContext } : {}), ...(options.heap ? { heap: options.heap } : {}) });
+      const r = await g.run(ctx, { quick, seed: (seed + i * 0x9e3779b9) >>> 0 || 1, ...(progress ? { progress } : {}), ...(options.createContext ? { createContext: options.createContext } : {}), ...(options.heap ? { heap: options.heap } : {}), ...(options.files ? { files: options.files } : {}) });
       metrics.push(...r.metrics);
       tables.push(...r.tables);
     } catch (e) {

@@ -3,7 +3,7 @@
  * shapes, the options every group takes, interleaved repeats, and small formatting helpers.
  * No DOM and no node: imports, so the page can run the same groups later.
  */
-import type { Context, ContextOptions } from 'webgpu-streams';
+import type { Context, ContextOptions, RandomAccessSource } from 'webgpu-streams';
 import type { Progress } from '../schema';
 import { measureInterleaved, median, type RunInfo } from '../stats';
 import type { Check } from '../scenarios/common';
@@ -24,6 +24,19 @@ export interface PerfOptions {
   seed?: number;
   /** Where the runner can force a full GC and read the heap (Node): retained bytes per queued op. */
   heap?: HeapProbe;
+  /** Scratch files and process memory (Node): P7, weights from storage. Without it, P7 is skipped. */
+  files?: FileProbe;
+}
+
+/** What P7 needs of the runner: a scratch file, opened as `uploadFrom` opens one, and the process's memory. */
+export interface FileProbe {
+  /** Writes a scratch file piece by piece (each piece may be dropped once written); its path. */
+  write(name: string, pieces: Iterable<Uint8Array>): Promise<string>;
+  /** Opens it for reading: `openFile` of 'webgpu-streams/node'. */
+  open(path: string, parallel: number): Promise<RandomAccessSource & { close(): Promise<void> }>;
+  remove(path: string): Promise<void>;
+  /** Bytes of JS heap in use and of external memory (ArrayBuffers outside the heap) now. */
+  memory(): { heap: number; external: number };
 }
 
 /** A full GC and the JS heap in use after it, as a Node runner offers them. */
@@ -36,7 +49,7 @@ export interface HeapProbe {
 
 /** One measured metric with its target. */
 export interface PerfMetric {
-  /** 'P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6'. */
+  /** 'P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6', 'P7', 'P7.pipeline', 'P7.memory'. */
   id: string;
   name: string;
   /** NaN when skipped. */

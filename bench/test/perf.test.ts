@@ -19,7 +19,7 @@ import { BOUND_FRACTION, RAW_SLACK, boundRule, ratioText } from '../perf/common'
 import { p1Judge, repeatsAt, TARGET_P1 } from '../perf/p1-overlap';
 import { uploadBound } from '../perf/p2-p3-transfer';
 import { oneQueueBound } from '../perf/p4-weights';
-import { nodeHeapProbe, parsePerfArgs } from '../perf-node';
+import { nodeFileProbe, nodeHeapProbe, parsePerfArgs } from '../perf-node';
 import { gpuContext } from '../../test/fixtures/gpu';
 import type { Context } from 'webgpu-streams';
 
@@ -156,7 +156,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     c.device.pushErrorScope('validation');
     const heap = nodeHeapProbe();
     expect(heap, 'Node lets the runner force a GC').toBeDefined();
-    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext({ sanitize: 'throw', ...o }), heap: heap! });
+    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext({ sanitize: 'throw', ...o }), heap: heap!, files: nodeFileProbe() });
     const validation = await c.device.popErrorScope();
     console.log(formatPerf(result));
     expect(validation?.message ?? null, 'validation error').toBeNull();
@@ -169,7 +169,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
   }, 240_000);
 
   it('has every metric of issue 4 with a target, and a valid JSON shape', () => {
-    expect(result.metrics.map((m) => m.id)).toEqual(['P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6']);
+    expect(result.metrics.map((m) => m.id)).toEqual(['P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6', 'P7', 'P7.pipeline', 'P7.memory']);
     for (const m of result.metrics) {
       expect(m.target, m.id).toMatch(/^(>=|<=) /);
       expect(m.device, m.id).toBe(result.card);

@@ -1,0 +1,304 @@
+/**
+ * P7: weights from storage. The benchmark writes a synthetic safetensors file of L layers (one f32
+ * tensor each, seeded random), L times a layer is 4x the device budget the scenario sets itself (2
+ * weight slots + 2 activation buffers), and streams it through two slots with `uploadFrom` while a
+ * compute stream runs each layer: act' = compute_intensive(act + w_i), its iterations swept so
+ * compute goes from under to over the load. Outputs are checked against a CPU reference computed
+ * from values read back out of the same file.
+ *
+ * Figures: storage -> device throughput (loads alone) against reading the same bytes into plain
+ * memory (one reader; `parallel` readers) and against the host's single-thread JS memcpy; time
+ * against max(loads alone, compute alone) at each sweep point; device bytes; JS heap + external
+ * memory at their peak while streaming, against the staging ring + 2 pieces.
+ */
+import type { Context, DeviceBuffer, GpuEvent, RandomAccessSource, Stream } from 'webgpu-streams';
+import { SafetensorsFile, safetensorsHeader } from 'webgpu-streams';
+import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
+import type { Check } from '../scenarios/common';
+import { grid } from '../scenarios/common';
+import { MiB, metric, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
+import { benchKernels } from '../kernels/index';
+
+interface Params {
+  /** f32 elements per layer. */
+  elements: number;
+  layers: number;
+  /** Compute per layer over load per layer at each sweep point. */
+  sweep: number[];
+  maxIterations: number;
+  /** Reads in flight for the file (libuv's default thread pool). */
+  parallel: number;
+}
+const FULL: Params = { elements: 16 * MiB, layers: 16, sweep: [0.5, 1, 2], maxIterations: 1 << 16, parallel: 4 };
+const QUICK: Params = { elements: 64 * 1024, layers: 8, sweep: [1], maxIterations: 64, parallel: 4 };
+
+export const TARGET_P7_RAW = 0.9;
+export const TARGET_P7_MEMCPY = 2;
+export const TARGET_P7_PIPELINE = 1.1;
+
+/** ms of `fn`, best of `n`. */
+async function best(n: number, fn: () => Promise<void> | void): Promise<number> {
+  let b = Infinity;
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await fn();
+    b = Math.min(b, performance.now() - t0);
+  }
+  return b;
+}
+
+/** Reads [at, at + size) of `src` into `into` (a plain array the size of a piece), `parallel` reads at once; ms. */
+async function rawRead(src: RandomAccessSource, at: number, size: number, into: Uint8Array, parallel: number): Promise<void> {
+  const piece = into.byteLength;
+  const part = Math.ceil(piece / parallel);
+  for (let p = 0; p < size; p += piece) {
+    const n = Math.min(piece, size - p);
+    const reads: Promise<void>[] = [];
+    for (let a = 0; a < n; a += part) {
+      const view = into.subarray(a, Math.min(n, a + part));
+      reads.push(
+        (async () => {
+          let got = 0;
+          while (got < view.byteLength) {
+            const k = await src.read(view.subarray(got), at + p + a + got);
+            if (k <= 0) throw new Error(`raw read ended at ${at + p + a + got}`);
+            got += k;
+          }
+        })(),
+      );
+    }
+    await Promise.all(reads);
+  }
+}
+
+export const storageGroup: PerfGroup = {
+  id: 'storage',
+  title: 'P7: weights from storage through two slots (uploadFrom)',
+  metrics: ['P7', 'P7.pipeline', 'P7.memory'],
+  async run(ctx: Context, opts: PerfOptions): Promise<PerfGroupResult> {
+    const files = opts.files;
+    if (!files) {
+      const why = 'needs a runner with files (Node: npm run bench:perf)';
+      return {
+        metrics: [
+          skippedMetric(ctx, 'P7', 'storage -> device / raw parallel reads', 'ratio', `>= ${TARGET_P7_RAW}`, why),
+          skippedMetric(ctx, 'P7.pipeline', 'streaming / max(loads, compute)', 'ratio', `<= ${TARGET_P7_PIPELINE}`, why),
+          skippedMetric(ctx, 'P7.memory', 'JS heap + external growth / (ring + 2 pieces)', 'ratio', '<= 1', why),
+        ],
+        tables: [],
+      };
+    }
+    return run(ctx, opts, files);
+  },
+};
+
+async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<PerfGroupResult> {
+  const p = opts.quick ? QUICK : FULL;
+  const seed = seedOf(opts);
+  const progress = opts.progress ?? (() => {});
+  const n = Math.min(p.elements, Math.floor(ctx.limits.maxStorageBufferBindingSize / 4));
+  const bytes = n * 4;
+  const L = p.layers;
+  const checks: Check[] = [];
+  const metrics: PerfMetric[] = [];
+
+  // --- the file: a header, then L layers of seeded random f32, written a layer at a time
+  progress(`P7: writing ${L} layers of ${sizeText(bytes)} to a scratch safetensors file`, 0);
+  const names = Array.from({ length: L }, (_, i) => `layers.${i}.weight`);
+  const header = safetensorsHeader(names.map((name) => ({ name, dtype: 'F32', shape: [n] })));
+  const path = await files.write('p7-weights.safetensors', (function* () {
+    yield header;
+    for (let i = 0; i < L; i++) yield new Uint8Array(randomF32(seed + 1 + i, n).buffer);
+  })());
+  const file = await files.open(path, p.parallel);
+  const ctxAllocs: DeviceBuffer[] = [];
+  try {
+    const st = await SafetensorsFile.open(file);
+    const spans = names.map((_, i) => st.span(st.layer(i)));
+    const total = bytes * L;
+    const piece = Math.min(8 * MiB, bytes);
+
+    // --- the host's rates: single-thread JS memcpy; reading the same bytes into plain memory
+    progress('P7: the host: memcpy, and reading the file into plain memory', 0.1);
+    const a = new Uint8Array(Math.min(total, 256 * MiB)).fill(1);
+    const b = new Uint8Array(a.length);
+    const memcpyMs = await best(3, () => void b.set(a));
+    const memcpyGBs = a.length / memcpyMs / 1e6;
+    const plain = new Uint8Array(piece);
+    const readOne = await best(2, () => rawRead(file, spans[0]!.offset, total, plain, 1));
+    const readPar = await best(2, () => rawRead(file, spans[0]!.offset, total, plain, p.parallel));
+    const oneGBs = total / readOne / 1e6;
+    const parGBs = total / readPar / 1e6;
+
+    // --- the pipeline's buffers: the device budget is these four
+    const slots = [ctx.alloc(bytes, { label: 'p7.slot0' }), ctx.alloc(bytes, { label: 'p7.slot1' })];
+    const act = [ctx.alloc(bytes, { label: 'p7.act0' }), ctx.alloc(bytes, { label: 'p7.act1' })];
+    ctxAllocs.push(...slots, ...act);
+    const budget = 4 * bytes;
+    const load = ctx.createStream({ label: 'p7 load', nonBlocking: true });
+    const compute = ctx.createStream({ label: 'p7 compute', nonBlocking: true });
+    const k = benchKernels(ctx);
+    const gAdd = grid(n, 'vectorAdd');
+    const gCi = grid(n, 'computeIntensive');
+    const input = randomF32(seed, n);
+
+    // --- loads alone: every layer from the file into the slots, nothing else
+    progress('P7: loads alone (uploadFrom of every layer)', 0.25);
+    const loadsOnce = async (): Promise<void> => {
+      for (let i = 0; i < L; i++) load.uploadFrom(file, slots[i % 2]!, spans[i]!);
+      await load.synchronize();
+    };
+    await loadsOnce(); // warm: the staging ring, the file in the page cache
+    const loadsMs = await best(2, loadsOnce);
+    const loadGBs = total / loadsMs / 1e6;
+    // The slots hold the last two layers: check them against the file.
+    for (const i of [L - 2, L - 1]) {
+      const got = new Float32Array(n);
+      load.download(slots[i % 2]!, got);
+      await load.synchronize();
+      const want = randomF32(seed + 1 + i, n);
+      const bad = got.findIndex((x, j) => x !== want[j]);
+      checks.push(bad < 0 ? { ok: true, detail: `loads alone: slot ${i % 2} holds layer ${i} byte for byte` } : { ok: false, detail: 'loads alone', mismatch: `slot ${i % 2}, element ${bad}: ${got[bad]} != ${want[bad]}` });
+    }
+
+    // --- compute alone, per iterations: the kernels of every layer on resident weights
+    // Layer ops: act1 = act0 + w (vectorAdd), act0 = compute_intensive(act1): the result stays in act0.
+    const layerOps = (slot: DeviceBuffer, iterations: number): void => {
+      compute.launch(ctx.kernels.vectorAdd, { bindings: [act[0]!, slot, act[1]!], workgroups: gAdd });
+      compute.launch(k.computeIntensive, { bindings: [act[1]!, act[0]!], workgroups: gCi, constants: { iterations } });
+    };
+    const computeMs = async (iterations: number): Promise<number> => {
+      const once = async (): Promise<void> => {
+        for (let i = 0; i < L; i++) layerOps(slots[i % 2]!, iterations);
+        await compute.synchronize();
+      };
+      await once();
+      return best(2, once);
+    };
+    // Iterations per sweep point: fit compute alone to (ratio x loads alone), linear in iterations.
+    const probe = Math.min(p.maxIterations, 64);
+    const perIt = (await computeMs(probe)) / probe;
+    const base = await computeMs(1);
+
+    // --- streaming: the two-slot pipeline from the file
+    const events = { loaded: [ctx.createEvent(), ctx.createEvent()], freed: [ctx.createEvent(), ctx.createEvent()] } as { loaded: GpuEvent[]; freed: GpuEvent[] };
+    let peak = { heap: 0, external: 0 };
+    const stream = async (iterations: number, sample: boolean): Promise<number> => {
+      compute.upload(input, act[0]!);
+      await compute.synchronize();
+      const m0 = files.memory();
+      const t0 = performance.now();
+      for (let i = 0; i < L; i++) {
+        const s = i % 2;
+        if (i >= 2) load.waitEvent(events.freed[s]!);
+        load.uploadFrom(file, slots[s]!, spans[i]!);
+        events.loaded[s]!.record(load);
+        compute.waitEvent(events.loaded[s]!);
+        layerOps(slots[s]!, iterations);
+        events.freed[s]!.record(compute);
+      }
+      // The process's memory while it runs, every millisecond.
+      const timer = sample
+        ? setInterval(() => {
+            const m = files.memory();
+            peak = { heap: Math.max(peak.heap, m.heap - m0.heap), external: Math.max(peak.external, m.external - m0.external) };
+          }, 1)
+        : undefined;
+      try {
+        await compute.synchronize();
+        await load.synchronize();
+      } finally {
+        clearInterval(timer);
+      }
+      return performance.now() - t0;
+    };
+    const rows: { ratio: number; iterations: number; ms: number; computeMs: number; bound: number }[] = [];
+    ctx.memory.resetPeak();
+    for (const [si, r] of p.sweep.entries()) {
+      progress(`P7: streaming at compute ${r}x the loads`, 0.4 + (0.5 * si) / p.sweep.length);
+      const iterations = Math.max(1, Math.min(p.maxIterations, Math.round((r * loadsMs - base) / Math.max(1e-6, perIt))));
+      const cMs = await computeMs(iterations);
+      await stream(iterations, false); // warm (pipelines for these constants)
+      const ms = await best(2, () => stream(iterations, true).then(() => undefined));
+      const bound = Math.max(loadsMs, cMs);
+      rows.push({ ratio: ms / bound, iterations, ms, computeMs: cMs, bound });
+      // Check: act[0] = ci(act + w_i) per layer, from values read out of the file.
+      const got = new Float32Array(n);
+      compute.download(act[0]!, got);
+      await compute.synchronize();
+      const idx = sampleIndices(n, 64, Math.max(64, Math.min(2048, Math.floor(2e7 / (L * iterations)))));
+      const w = new Uint8Array(4);
+      let bad = '';
+      for (const j of idx) {
+        let x = input[j]!;
+        for (let i = 0; i < L; i++) {
+          await file.read(w, spans[i]!.offset + 4 * j);
+          x = computeIntensiveStep(Math.fround(x + new Float32Array(w.buffer)[0]!), iterations);
+        }
+        const g = got[j]!;
+        if (!(Math.abs(g - x) <= COMPUTE_INTENSIVE_TOL.abs + COMPUTE_INTENSIVE_TOL.rel * Math.abs(x))) {
+          bad = `element ${j}: ${g} != ${x}`;
+          break;
+        }
+      }
+      checks.push(bad ? { ok: false, detail: 'streaming', mismatch: bad } : { ok: true, detail: `streaming at ${iterations} iterations: ${L} layers of ci(x + w_i) over ${n} floats (${idx.length} sampled, weights read back from the file)` });
+    }
+    // What the device held while streaming: the budget's four buffers, and anything the runtime added.
+    const deviceBytes = budget + (ctx.memory.peak - ctx.memory.current);
+    const ring = ctx.memory.staging;
+
+    // --- metrics
+    const worst = rows.reduce((w, r) => (r.ratio > w.ratio ? r : w), rows[0]!);
+    const ofRaw = loadGBs / parGBs;
+    const ofMemcpy = loadGBs / memcpyGBs;
+    const growth = peak.heap + peak.external;
+    const allowed = ring + 2 * piece;
+    const fileText = `${L} layers x ${sizeText(bytes)} = ${sizeText(total)} (4x the ${sizeText(budget)} device budget: 2 slots + 2 activations)`;
+    metrics.push(
+      metric(ctx, {
+        id: 'P7',
+        name: 'storage -> device (uploadFrom, loads alone) / reading the same bytes into plain memory, parallel readers',
+        value: ofRaw,
+        unit: 'ratio',
+        target: `>= ${TARGET_P7_RAW}, and >= ${TARGET_P7_MEMCPY}x JS memcpy`,
+        meets: ofRaw >= TARGET_P7_RAW && ofMemcpy >= TARGET_P7_MEMCPY,
+        detail:
+          `${fileText}, file in the page cache: uploadFrom ${num(loadGBs)} GB/s (${num(loadsMs)} ms); raw reads into plain memory ${num(parGBs)} GB/s with ${p.parallel} readers, ${num(oneGBs)} GB/s with one; ` +
+          `JS memcpy (one thread) ${num(memcpyGBs)} GB/s: ${num(ofRaw)} of parallel reads, ${num(ofMemcpy)}x memcpy`,
+        figures: { seed, layers: L, layerBytes: bytes, loadMs: round(loadsMs), loadGBs: round(loadGBs), rawParallelGBs: round(parGBs), rawOneGBs: round(oneGBs), memcpyGBs: round(memcpyGBs), parallel: p.parallel, ofMemcpy: round(ofMemcpy) },
+        checks,
+        seed,
+      }),
+      metric(ctx, {
+        id: 'P7.pipeline',
+        name: 'two-slot streaming from the file / max(loads alone, compute alone), worst of the sweep',
+        value: worst.ratio,
+        unit: 'ratio',
+        target: `<= ${TARGET_P7_PIPELINE}`,
+        meets: worst.ratio <= TARGET_P7_PIPELINE,
+        detail: rows.map((r) => `${r.iterations} iterations: ${num(r.ms)} ms vs max(loads ${num(loadsMs)}, compute ${num(r.computeMs)}) = ${num(r.ratio)}`).join('; '),
+        figures: Object.fromEntries(rows.flatMap((r, i) => [[`s${i}.iterations`, r.iterations], [`s${i}.ms`, round(r.ms)], [`s${i}.computeMs`, round(r.computeMs)], [`s${i}.ratio`, round(r.ratio)]])),
+        checks,
+        seed,
+      }),
+      metric(ctx, {
+        id: 'P7.memory',
+        name: 'JS heap + external memory growth while streaming / (staging ring + 2 pieces); device bytes = 2 slots + 2 activations',
+        value: growth / allowed,
+        unit: 'ratio',
+        target: '<= 1, device exactly the budget',
+        meets: growth <= allowed && deviceBytes === budget,
+        detail: `peak growth while streaming ${sizeText(Math.max(0, growth))} (heap ${sizeText(Math.max(0, peak.heap))}, external ${sizeText(Math.max(0, peak.external))}) against ring ${sizeText(ring)} + 2 pieces of ${sizeText(piece)}; device ${sizeText(deviceBytes)} (${deviceBytes === budget ? 'exactly' : 'NOT'} the ${sizeText(budget)} budget) for a ${sizeText(total)} model`,
+        figures: { growthBytes: growth, ringBytes: ring, pieceBytes: piece, deviceBytes, budgetBytes: budget, modelBytes: total },
+        checks,
+        seed,
+      }),
+    );
+    return { metrics, tables: [] };
+  } finally {
+    await ctx.synchronize().catch(() => undefined);
+    for (const x of ctxAllocs) x.destroy();
+    await file.close();
+    await files.remove(path);
+  }
+}
