@@ -14,7 +14,7 @@ import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
-import { planTransfer, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { planTransfer, runTransfer, type StagingRing, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
@@ -258,32 +258,31 @@ export class Stream {
     return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host', tracked === NONE).id;
   }
 
-  /**
-   * Host-to-device transfer from a file (`openFile` in 'webgpu-streams/node'), a `ReadableStream`
-   * or async chunks, through a ring of pinned staging buffers (upload-from.ts); a source that
-   * fails it fails this op with `UploadSourceError`. @returns the op id
-   */
+  /** H2D from a file (`openFile`, Node), a `ReadableStream` or chunks, through pinned staging (upload-from.ts). @returns the op id */
   uploadFrom(source: UploadSource, dst: Bindable, options?: UploadFromOptions): number {
     const site = this.#site('uploadFrom', true);
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
-    const plan = planTransfer(source, d.size, d.label, options, site);
-    const copies = (this.#copies ??= this.#copyStream());
-    const ring = this.#host.uploadRing;
-    const pieces = plan.size === null ? 4 : Math.ceil(plan.size / ring.pieceBytes);
-    const t: Transfer = { ...plan, source, dst: d.buffer, dstLabel: d.label, copies, ring, ringSize: Math.max(1, Math.min(4, pieces)), site: { op: 'uploadFrom', stream: this.label, context: this.#host.label, callSite: site.callSite } };
+    const t = planTransfer(source, d, options, site, this.#host.uploadRing);
+    // The copies go on an internal stream (the sanitizer sees this op's write instead).
+    if (!this.#copies) (this.#copies = new Stream(this.#host, this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true))).queue.internal = true;
+    t.copies = this.#copies;
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE;
-    const writes = { buffer: d.buffer, label: d.label, start: plan.dstOffset, end: plan.dstOffset + (plan.size ?? plan.room) };
-    return this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes }, NONE, tracked, site, 'uploadFrom', d.label).id;
+    const writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
+    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes }, NONE, tracked, site, 'uploadFrom', d.label);
+    t.ordered = () => this.#host.scheduler.markOrdered(op);
+    return op.id;
   }
 
-  /** The stream an `uploadFrom` copies on: internal, after this stream's op that drives it. */
-  #copies: Stream | null = null;
-  #copyStream(): Stream {
-    const q = this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true);
-    q.internal = true;
-    return new Stream(this.#host, q);
+  /** @internal resolves once the last op enqueued here is encoded (or done); see CopyStream. */
+  async whenOrdered(): Promise<void> {
+    const tail = this.queue.tail;
+    if (!tail) return;
+    this.#host.scheduler.flush();
+    while (!tail.ordered && !tail.done) await new Promise((r) => setTimeout(r, 0)); // the submit window was full
   }
+
+  #copies: Stream | null = null;
 
   /**
    * Runs `fn` on the host once all earlier work of this stream completed; later work of the stream

@@ -47,6 +47,8 @@ export interface StagingRing {
 /** What the transfer copies with: an internal stream's pinned upload and its synchronize. */
 export interface CopyStream {
   upload(src: PinnedBuffer, dst: GPUBuffer, options: { srcOffset: number; dstOffset: number; size: number }): number;
+  /** Resolves once its last op has its place in the GPU queue (encoded), or is done. */
+  whenOrdered(): Promise<void>;
   synchronize(): Promise<void>;
 }
 
@@ -73,10 +75,20 @@ export interface Transfer {
   /** At most this many staging buffers. */
   ringSize: number;
   site: ErrorSite;
+  /**
+   * The op's GPU work is all in the queue: the stream's later GPU ops may take their places after
+   * it (queue order does the rest) while the op itself is done only once the copies completed.
+   */
+  ordered?: () => void;
 }
 
-/** Checks a call's source and options (InvalidArgumentError at the call): where the transfer starts, how much, where it lands. */
-export function planTransfer(source: unknown, dstSize: number, dstLabel: string, options: unknown, site: ErrorSite): { offset: number; size: number | null; dstOffset: number; room: number } {
+/**
+ * Checks a call's source and options (InvalidArgumentError at the call) and plans the transfer:
+ * where it starts, how much, where it lands, how many staging buffers. `copies` is the caller's.
+ */
+export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: string; size: number }, options: unknown, site: ErrorSite & { callSite?: Error | string }, ring: StagingRing): Transfer {
+  const dstSize = dst.size;
+  const dstLabel = dst.label;
   const random = isRandomAccess(source);
   if (!random && !isChunkSource(source)) {
     throw new InvalidArgumentError(`Expected \`source\` to be a ReadableStream, an async iterable of Uint8Array or a random-access source ({ size, read(into, position) }, e.g. openFile() in 'webgpu-streams/node'), got ${showValue(source)}`, site);
@@ -94,7 +106,9 @@ export function planTransfer(source: unknown, dstSize: number, dstLabel: string,
     else if (offset + size > total) throw new InvalidArgumentError(`the source has ${total - offset} bytes from offset ${offset}; ${size} asked for`, site);
   }
   if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
-  return { offset, size, dstOffset, room };
+  const pieces = size === null ? 4 : Math.ceil(size / ring.pieceBytes);
+  const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
+  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, copies: null!, ring, ringSize: Math.max(1, Math.min(4, pieces)), site: at };
 }
 
 /** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
@@ -103,6 +117,8 @@ export async function runTransfer(t: Transfer): Promise<void> {
   try {
     if (isRandomAccess(t.source)) await fromRandomAccess(t, t.source, taken);
     else await fromChunks(t, t.source, taken);
+    await t.copies.whenOrdered();
+    t.ordered?.();
     await t.copies.synchronize();
   } finally {
     for (const p of taken) t.ring.give(p);

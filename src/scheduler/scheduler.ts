@@ -9,17 +9,15 @@
  *   something completes. Every ready op (priority first, then enqueue order) goes into one command
  *   encoder and one `queue.submit` (encode.ts). No timers, no polling loops. A stream blocked on a
  *   host condition never delays another stream's ready work.
- * - Completion and host functions: complete.ts.
- * - Isolation: an op whose validity the call could not fully check goes in a submit of its own,
- *   and what depends on it waits for that submit's validation, so WebGPU rejecting it fails that
- *   op and its dependents only.
+ * - Completion and host functions: complete.ts. Isolation: an op the call could not fully check
+ *   goes in a submit of its own; what depends on it waits for its validation.
  */
 import { AbortError, AggregateStreamError, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
 import type { DeviceBuffer } from '../memory.js';
 import { NONE, Op, OpTimes, StreamQueue, addDep, withItem, type Payload, type QueueOwner } from '../op.js';
 import type { Trace } from '../trace.js';
 import type { StagingPool } from '../transfer.js';
-import { Completer, inherit } from './complete.js';
+import { Completer, inherit, wakeDependents } from './complete.js';
 import { Encoder, type Batch } from './encode.js';
 import { StreamHeap } from './heap.js';
 import { deadlock } from './host.js';
@@ -108,8 +106,7 @@ export class Scheduler implements QueueOwner {
    * now when it can run (a pageable upload's piece, so the GPU copies it while the next is staged).
    */
   enqueue(q: StreamQueue, payload: Payload, extraDeps: readonly (Op | null | undefined)[], buffers: DeviceBuffer[], callSite: Error | undefined, subject: string, target = '', isolated = false, eager = false): Op {
-    // Exact-size arrays, built without a closure: queued ops live until they complete, so each
-    // byte per op is copied by every young-generation GC while they wait.
+    // Exact-size arrays, no closure: queued ops live until they complete (young GCs copy them).
     let deps: Op[] = addDep(NONE, q.tail);
     for (let i = 0; i < extraDeps.length; i++) deps = addDep(deps, extraDeps[i]);
     // CUDA legacy default stream: it waits for all blocking streams, and they wait for it. A
@@ -132,9 +129,8 @@ export class Scheduler implements QueueOwner {
     const pinned = op.pinned;
     if (pinned) {
       pinned.claim(op);
-      // Unmapped now when nothing can use the views before this op runs (its only claimant, no host
-      // function of its stream undone): a mapped range counts as V8 external memory. Else a host
-      // function ahead may fill it; views taken before now detach, its host functions wait.
+      // Unmapped now when nothing can use the views before this op runs (only claimant, no host fn
+      // undone; a mapped range is V8 external memory); else views taken before now detach.
       if (pinned.claims === 1 && q.hostFnsUndone === 0) pinned.unmapForGpu();
       else if (pinned.hasViews && pinned.state === 'mapped') {
         q.remaps++;
@@ -159,13 +155,12 @@ export class Scheduler implements QueueOwner {
     return op;
   }
 
-  /** Flushes on a microtask; `all`: look at every busy stream, not only those something happened to. */
+  /** Flushes on a microtask; `all`: look at every busy stream, not just those something happened to. */
   scheduleFlush(all = false): void {
     if (all) this.#rescanAll = true;
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
-    // A reaction on a settled promise, not queueMicrotask: Node wraps each of those in an
-    // AsyncResource, about 1.5 KB of garbage per flush.
+    // A reaction on a settled promise, not queueMicrotask (Node wraps each in an AsyncResource).
     void RESOLVED.then(this.#microtaskFlush);
   }
 
@@ -190,6 +185,14 @@ export class Scheduler implements QueueOwner {
     this.#completer.tryComplete(op);
   }
 
+  /** A host op's GPU work is all encoded (uploadFrom): the GPU ops after it may be ordered now. */
+  markOrdered(op: Op): void {
+    if (op.ordered || op.done) return;
+    op.ordered = true;
+    wakeDependents(op);
+    this.wake(op.stream);
+  }
+
   // ---------------------------------------------------------------- flush
 
   /** Orders every ready op: one command encoder and one submit for all ready GPU work. */
@@ -200,8 +203,8 @@ export class Scheduler implements QueueOwner {
     const encoder = this.#encoder;
     let batch: Batch | null = null;
     try {
-      // Ready heads, best first: lower priority number, then older op. Ordering an op pushes the
-      // streams it made ready, so a chain of any length is ordered in one pass.
+      // Ready heads, best first (priority, then age); ordering an op pushes the streams it made
+      // ready, so a chain of any length is ordered in one pass.
       const heap = new StreamHeap();
       const dirty = this.#dirty;
       if (this.#rescanAll) {
