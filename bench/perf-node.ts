@@ -171,8 +171,6 @@ export async function main(argv: string[]): Promise<number> {
     }, opts.timeoutMin * 60_000);
     timer.unref();
   }
-  // P7 reads its file 8 at a time: libuv's pool (4 threads unless set) is sized before its first use.
-  process.env.UV_THREADPOOL_SIZE ??= '8';
   const ctx = await createNodeContext({ label: 'perf' });
   try {
     console.log(`bench:perf: adapter: ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);

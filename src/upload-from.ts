@@ -35,6 +35,11 @@ export interface UploadFromOptions {
   size?: number;
   /** Byte offset in `dst`, a multiple of 4. @default 0 */
   dstOffset?: number;
+  /**
+   * Pinned staging buffers (8 MiB pieces) this transfer may use: reads run that far ahead of the
+   * GPU's copies, which queue behind earlier kernels on WebGPU's one queue. @default 4
+   */
+  ring?: number;
 }
 
 /** The ring's buffers: taken for a transfer, given back after it. */
@@ -94,7 +99,8 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
     throw new InvalidArgumentError(`Expected \`source\` to be a ReadableStream, an async iterable of Uint8Array or a random-access source ({ size, read(into, position) }, e.g. openFile() in 'webgpu-streams/node'), got ${showValue(source)}`, site);
   }
   const o = expectObject('options', options ?? {}, site);
-  expectKnownKeys('options', o, ['offset', 'size', 'dstOffset'], site);
+  expectKnownKeys('options', o, ['offset', 'size', 'dstOffset', 'ring'], site);
+  const ringMax = expectInteger('ring', o.ring ?? 4, 1, 64, site);
   const offset = expectInteger('offset', o.offset ?? 0, 0, Number.MAX_SAFE_INTEGER, site);
   const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, dstSize, site), 4, site);
   const room = dstSize - dstOffset;
@@ -106,9 +112,9 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
     else if (offset + size > total) throw new InvalidArgumentError(`the source has ${total - offset} bytes from offset ${offset}; ${size} asked for`, site);
   }
   if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
-  const pieces = size === null ? 4 : Math.ceil(size / ring.pieceBytes);
+  const pieces = size === null ? ringMax : Math.ceil(size / ring.pieceBytes);
   const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
-  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, copies: null!, ring, ringSize: Math.max(1, Math.min(4, pieces)), site: at };
+  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, copies: null!, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at };
 }
 
 /** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
