@@ -151,8 +151,9 @@ async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: Pin
   const piece = t.ring.pieceBytes;
   const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
   const pieces = Math.ceil(size / piece);
-  // Up to ring - 1 pieces being read at once; each piece's copy is enqueued in order once read.
-  const window = Math.max(1, t.ringSize - 1);
+  // Up to 3 pieces being read at once (each a mapped range V8 counts as external memory: more
+  // would start major GCs), fewer with a smaller ring; each piece's copy is enqueued once read.
+  const window = Math.max(1, Math.min(3, t.ringSize - 1));
   const reading: { k: number; buf: PinnedBuffer; done: Promise<void>; n: number }[] = [];
   const readPiece = async (buf: PinnedBuffer, k: number, n: number): Promise<void> => {
     const at = t.offset + k * piece;
