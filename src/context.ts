@@ -268,7 +268,9 @@ export class Context {
         const p = this.#ringFree.pop();
         if (p) return p;
         this.memory.staging += pieceBytes;
-        return new PinnedBuffer(this.#pinnedHost, pieceBytes, 'upload', `${this.label} uploadFrom staging`);
+        const ring = new PinnedBuffer(this.#pinnedHost, pieceBytes, 'upload', `${this.label} uploadFrom staging`);
+        ring.internal = true;
+        return ring;
       },
       give: (p) => {
         if (!this.#destroyed && this.#ringFree.length < 8) this.#ringFree.push(p);

@@ -62,6 +62,8 @@ export interface HostFnPayload {
   own?: boolean;
   /** Bytes of a buffer the host work writes through other streams (`uploadFrom`), for the sanitizer. */
   writes?: { buffer: GPUBuffer; label: string; start: number; end: number };
+  /** Called once the op is done, run or not (`uploadFrom` gives back what it read ahead). */
+  cleanup?: () => void;
 }
 export interface RecordPayload {
   kind: 'record';
@@ -206,7 +208,9 @@ export class Op {
 
   /** Drops the payload's references (user arrays, functions, buffers) once the op is done. */
   release(): void {
-    const k = this.payload.kind;
+    const p = this.payload;
+    if (p.kind === 'hostFn' && p.cleanup) p.cleanup();
+    const k = p.kind;
     if (k !== 'record') this.payload = RELEASED[k];
   }
 }

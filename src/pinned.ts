@@ -68,6 +68,8 @@ export class PinnedBuffer {
   #views: Views | null = null;
   /** @internal the sanitizer's join of the clocks of the ops that used it (handed to the host's clock with the buffer) */
   usersClock: number[] | null = null;
+  /** @internal the library's own staging (uploadFrom's ring): the sanitizer sees the ops it serves instead */
+  internal = false;
   /** @internal the ops of the last batch that used it (encode.ts) */
   lastGroup: { readonly batch: number; readonly ops: unknown[] } | null = null;
   #mapping: Promise<void> | null = null;
@@ -305,7 +307,7 @@ export class PinnedBuffer {
     const closed = this.#host.closed();
     if (closed) throw closed;
     // Before the ownership check: a race is reported even where this run happens to catch it.
-    this.#host.sanitizer?.hostAccess(this);
+    if (!this.internal) this.#host.sanitizer?.hostAccess(this);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id > h.id) h = c;

@@ -85,6 +85,29 @@ export interface Transfer {
    * it (queue order does the rest) while the op itself is done only once the copies completed.
    */
   ordered?: () => void;
+  /** Pieces read before the op ran (random-access sources, see readAhead). */
+  ahead?: ReadAhead;
+  /** Resolves once this transfer read all it will read (or will read nothing): the next may read ahead. */
+  readsDone: Promise<void>;
+  finishReads: () => void;
+}
+
+/** A piece being read (or read) into a staging buffer. */
+interface Piece {
+  k: number;
+  buf: PinnedBuffer;
+  n: number;
+  done: Promise<void>;
+}
+
+/** The first pieces of a transfer, read while the stream's earlier work still runs. */
+interface ReadAhead {
+  /** Resolves once the buffers are taken and the reads issued. */
+  started: Promise<void>;
+  taken: PinnedBuffer[];
+  pieces: Piece[];
+  /** The op ran (it adopts the pieces) or was dropped (they go back). */
+  settled: boolean;
 }
 
 /**
@@ -114,7 +137,60 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
   const pieces = size === null ? ringMax : Math.ceil(size / ring.pieceBytes);
   const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
-  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, copies: null!, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at };
+  let finishReads!: () => void;
+  const readsDone = new Promise<void>((r) => (finishReads = r));
+  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, copies: null!, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads };
+}
+
+/**
+ * Starts reading a random-access transfer's first pieces (up to its ring) into staging buffers
+ * once `after` (the stream's previous transfer's reads) resolved, before the op's turn: the file
+ * is read while earlier work runs, and only the copies into `dst` wait for it. Each piece is
+ * unmapped once read (a mapped range is V8 external memory). `dropped()` gives them back if the
+ * op never runs.
+ */
+export function readAhead(t: Transfer, after: Promise<void>): void {
+  const src = t.source;
+  if (!isRandomAccess(src) || !t.size) return;
+  const ahead: ReadAhead = { started: Promise.resolve(), taken: [], pieces: [], settled: false };
+  t.ahead = ahead;
+  ahead.started = (async () => {
+    await after;
+    const piece = t.ring.pieceBytes;
+    const count = Math.min(t.ringSize, Math.ceil(t.size! / piece));
+    for (let k = 0; k < count && !ahead.settled; k++) {
+      const buf = await slot(t, ahead.taken, k);
+      const n = Math.min(piece, t.size! - k * piece);
+      const done = readPiece(t, src, buf, k, n).then(() => buf.unmap());
+      done.catch(() => undefined);
+      ahead.pieces.push({ k, buf, n, done });
+      if (ahead.pieces.length >= 3) await ahead.pieces[ahead.pieces.length - 3]!.done.catch(() => undefined);
+    }
+  })();
+  ahead.started.catch(() => undefined);
+}
+
+/** The op will not run (a dependency failed, the context closed): read-ahead buffers go back. */
+export function dropped(t: Transfer): void {
+  const ahead = t.ahead;
+  if (!ahead || ahead.settled) return t.finishReads();
+  ahead.settled = true;
+  void ahead.started.then(async () => {
+    await Promise.allSettled(ahead.pieces.map((x) => x.done));
+    for (const p of ahead.taken) t.ring.give(p);
+    t.finishReads();
+  });
+}
+
+/** Reads piece `k` (`n` bytes) of `src` into `buf`, `parallel` reads at once. */
+async function readPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, n: number): Promise<void> {
+  const at = t.offset + k * t.ring.pieceBytes;
+  const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
+  const part = Math.ceil(n / parallel / 65536) * 65536;
+  const view = buf.bytes;
+  const parts: Promise<void>[] = [];
+  for (let a = 0; a < n; a += part) parts.push(readFully(t, src, view.subarray(a, Math.min(n, a + part)), at + a));
+  await Promise.all(parts);
 }
 
 /** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
@@ -123,10 +199,12 @@ export async function runTransfer(t: Transfer): Promise<void> {
   try {
     if (isRandomAccess(t.source)) await fromRandomAccess(t, t.source, taken);
     else await fromChunks(t, t.source, taken);
+    t.finishReads();
     await t.copies.whenOrdered();
     t.ordered?.();
     await t.copies.synchronize();
   } finally {
+    t.finishReads();
     for (const p of taken) t.ring.give(p);
   }
 }
@@ -149,28 +227,34 @@ async function slot(t: Transfer, taken: PinnedBuffer[], k: number): Promise<Pinn
 async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: PinnedBuffer[]): Promise<void> {
   const size = t.size!;
   const piece = t.ring.pieceBytes;
-  const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
   const pieces = Math.ceil(size / piece);
+  let first = 0;
+  const reading: Piece[] = [];
+  const ahead = t.ahead;
+  if (ahead && !ahead.settled) {
+    ahead.settled = true;
+    await ahead.started;
+    taken.push(...ahead.taken);
+    reading.push(...ahead.pieces);
+    first = ahead.pieces.length;
+  }
   // Up to 3 pieces being read at once (each a mapped range V8 counts as external memory: more
   // would start major GCs), fewer with a smaller ring; each piece's copy is enqueued once read.
   const window = Math.max(1, Math.min(3, t.ringSize - 1));
-  const reading: { k: number; buf: PinnedBuffer; done: Promise<void>; n: number }[] = [];
-  const readPiece = async (buf: PinnedBuffer, k: number, n: number): Promise<void> => {
-    const at = t.offset + k * piece;
-    const part = Math.ceil(n / parallel / 65536) * 65536;
-    const view = buf.bytes;
-    const parts: Promise<void>[] = [];
-    for (let a = 0; a < n; a += part) parts.push(readFully(t, src, view.subarray(a, Math.min(n, a + part)), at + a));
-    await Promise.all(parts);
-  };
-  const copy = (x: { k: number; buf: PinnedBuffer; n: number }): void => {
+  const copy = (x: Piece): void => {
     t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + x.k * piece, size: x.n });
   };
   try {
-    for (let k = 0; k < pieces; k++) {
+    // Pieces read ahead first, in order; then the rest, `window` reads at a time.
+    while (reading.length > 0 && reading.length >= window) {
+      const x = reading.shift()!;
+      await x.done;
+      copy(x);
+    }
+    for (let k = first; k < pieces; k++) {
       const buf = await slot(t, taken, k);
       const n = Math.min(piece, size - k * piece);
-      const done = readPiece(buf, k, n);
+      const done = readPiece(t, src, buf, k, n);
       done.catch(() => undefined); // awaited below, in order; a failure must not go unhandled meanwhile
       reading.push({ k, buf, n, done });
       if (reading.length >= window) {

@@ -163,6 +163,35 @@ describe(`uploadFrom (seed ${seed})`, () => {
     expect(firstDiff(await readBack(dst), data)).toBe(-1);
   });
 
+  it("reads a file ahead while the stream's earlier work runs; copies wait for it; a dropped op gives its staging back", async () => {
+    const data = bytesOf(3 << 20);
+    let reads = 0;
+    const src = { size: data.length, label: 'counted', read: async (into: Uint8Array, at: number): Promise<number> => (reads++, into.set(data.subarray(at, at + into.byteLength)), into.byteLength) };
+    const s = ctx.createStream({ label: 'ahead' });
+    const dst = ctx.alloc(data.length, { label: 'dst' });
+    let release!: () => void;
+    s.hostFn(() => new Promise<void>((r) => (release = r))); // earlier work that has not finished
+    s.uploadFrom(src, dst);
+    const got = new Uint8Array(data.length);
+    s.download(dst, got);
+    for (let i = 0; i < 50 && reads === 0; i++) await new Promise((r) => setImmediate(r));
+    expect(reads, 'the file is read before the earlier work finished').toBeGreaterThan(0);
+    release();
+    await s.synchronize();
+    expect(firstDiff(got, data)).toBe(-1);
+    // A transfer whose op never runs (its stream's earlier op failed) gives its read-ahead back.
+    const staging = ctx.memory.staging;
+    const bad = ctx.createStream({ label: 'dropped' });
+    bad.hostFn(() => Promise.reject(new Error('earlier work failed')));
+    bad.uploadFrom(src, dst);
+    await bad.synchronize().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 20));
+    const again = ctx.createStream({ label: 'again' });
+    again.uploadFrom(src, dst);
+    await again.synchronize();
+    expect(ctx.memory.staging, 'no staging was lost').toBe(staging);
+  });
+
   it('the sanitizer sees the transfer as one write of its stream', async () => {
     races.length = 0;
     const [load, compute] = [ctx.createStream({ label: 'load', nonBlocking: true }), ctx.createStream({ label: 'compute', nonBlocking: true })];
