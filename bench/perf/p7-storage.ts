@@ -167,11 +167,13 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     // timestamps): on WebGPU's one queue they add to the kernels, whatever the streams.
     let copyMs = Number.NaN;
     if (ctx.features.timestampQuery) {
-      const pin = ctx.allocHost(piece, 'upload', { label: 'p7.copy' });
+      // A layer's worth of distinct staging buffers (one buffer copied again would sit in the GPU's L2).
+      const pins = Array.from({ length: ringBuffers }, (_, j) => ctx.allocHost(piece, 'upload', { label: `p7.copy${j}` }));
       const [e0, e1] = [ctx.createEvent({ timing: true }), ctx.createEvent({ timing: true })];
       const once = async (): Promise<number> => {
+        for (const pin of pins) await pin.ready();
         e0.record(load);
-        for (let at = 0; at < bytes; at += piece) load.upload(pin, slots[0]!, { dstOffset: at, size: Math.min(piece, bytes - at) });
+        for (let at = 0, j = 0; at < bytes; at += piece, j++) load.upload(pins[j]!, slots[0]!, { dstOffset: at, size: Math.min(piece, bytes - at) });
         e1.record(load);
         await e1.synchronize();
         return e0.elapsedTime(e1);
@@ -179,7 +181,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       await once();
       copyMs = Math.min(await once(), await once()) * L;
       await load.synchronize();
-      pin.destroy();
+      for (const pin of pins) pin.destroy();
     }
 
     // --- compute alone, per iterations: the kernels of every layer on resident weights
