@@ -274,7 +274,11 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     const ring = ringBuffers * 8 * MiB; // the ring's pinned buffers (8 MiB each, whatever the piece)
 
     // --- metrics
-    const worst = rows.reduce((w, r) => (r.ratio > w.ratio ? r : w), rows[0]!);
+    // On WebGPU's one queue the copies run between the kernels, never beside them (P4 found the
+    // same): where they were timed, the pipeline is judged against the one-queue bound.
+    const oneQ = Number.isFinite(copyMs);
+    const judged = (r: (typeof rows)[number]): number => (oneQ ? r.ms / r.oneQueue : r.ratio);
+    const worst = rows.reduce((w, r) => (judged(r) > judged(w) ? r : w), rows[0]!);
     const ofRaw = loadGBs / parGBs;
     const ofMemcpy = loadGBs / memcpyGBs;
     const growth = peak.heap + peak.external;
@@ -297,11 +301,13 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       }),
       metric(ctx, {
         id: 'P7.pipeline',
-        name: 'two-slot streaming from the file / max(loads alone, compute alone), worst of the sweep',
-        value: worst.ratio,
+        name: oneQ
+          ? 'two-slot streaming from the file / its one-queue bound (first load + every kernel and copy in turn), worst of the sweep'
+          : 'two-slot streaming from the file / max(loads alone, compute alone), worst of the sweep',
+        value: judged(worst),
         unit: 'ratio',
         target: `<= ${TARGET_P7_PIPELINE}`,
-        meets: worst.ratio <= TARGET_P7_PIPELINE,
+        meets: judged(worst) <= TARGET_P7_PIPELINE,
         detail:
           rows.map((r) => `${r.iterations} iterations: ${num(r.ms)} ms vs max(loads ${num(loadsMs)}, compute ${num(r.computeMs)}) = ${num(r.ratio)}${Number.isFinite(r.oneQueue) ? `, ${num(r.ms / r.oneQueue)} of the one-queue bound ${num(r.oneQueue)} ms` : ''}`).join('; ') +
           (Number.isFinite(copyMs) ? `; the GPU's copies of all layers out of staging ${num(copyMs)} ms (timing events), which one queue adds to the kernels` : '; no timestamps: the copies were not timed'),
