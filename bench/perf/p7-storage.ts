@@ -199,9 +199,9 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       return best(2, once);
     };
     // Iterations per sweep point: fit compute alone to (ratio x loads alone), linear in iterations.
-    const probe = Math.min(p.maxIterations, 64);
-    const perIt = (await computeMs(probe)) / probe;
+    const probe = Math.min(p.maxIterations, 256);
     const base = await computeMs(1);
+    const perIt = Math.max(1e-6, ((await computeMs(probe)) - base) / Math.max(1, probe - 1));
 
     // --- streaming: the two-slot pipeline from the file
     const events = { loaded: [ctx.createEvent(), ctx.createEvent()], freed: [ctx.createEvent(), ctx.createEvent()] } as { loaded: GpuEvent[]; freed: GpuEvent[] };
@@ -239,7 +239,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     ctx.memory.resetPeak();
     for (const [si, r] of p.sweep.entries()) {
       progress(`P7: streaming at compute ${r}x the loads`, 0.4 + (0.5 * si) / p.sweep.length);
-      const iterations = Math.max(1, Math.min(p.maxIterations, Math.round((r * loadsMs - base) / Math.max(1e-6, perIt))));
+      const iterations = Math.max(1, Math.min(p.maxIterations, Math.round((r * loadsMs - base) / perIt) + 1));
       const cMs = await computeMs(iterations);
       await stream(iterations, false); // warm (pipelines for these constants)
       const ms = await best(2, () => stream(iterations, true).then(() => undefined));
