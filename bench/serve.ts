@@ -181,9 +181,27 @@ export async function serveDir(dir: string, options: ServeOptions = {}): Promise
       return send(req, res, 404, `not found: ${path}\n`, path);
     }
 
+    // One byte range (`Range: bytes=a-b` or `bytes=a-`), as httpSource reads weights files.
+    const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+    if (range) {
+      const start = Number(range[1]);
+      const end = range[2] ? Math.min(Number(range[2]), stat.size - 1) : stat.size - 1;
+      if (start > end || start >= stat.size) {
+        res.writeHead(416, { 'Content-Range': `bytes */${stat.size}`, ...commonHeaders });
+        options.onRequest?.(req.method, path, 416);
+        return void res.end();
+      }
+      res.writeHead(206, { 'Content-Type': mimeType(file), 'Content-Length': String(end - start + 1), 'Content-Range': `bytes ${start}-${end}/${stat.size}`, 'Accept-Ranges': 'bytes', ...commonHeaders });
+      options.onRequest?.(req.method, path, 206);
+      if (req.method === 'HEAD') return void res.end();
+      const part = createReadStream(file, { start, end });
+      part.on('error', () => res.destroy());
+      return void part.pipe(res);
+    }
     res.writeHead(200, {
       'Content-Type': mimeType(file),
       'Content-Length': String(stat.size),
+      'Accept-Ranges': 'bytes',
       ...commonHeaders,
     });
     options.onRequest?.(req.method, path, 200);

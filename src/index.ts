@@ -8,6 +8,8 @@ export { Stream } from './stream.js';
 export type { LaunchOptions, CopyOptions, Bindable } from './stream.js';
 export type { UploadSource, RandomAccessSource, UploadFromOptions } from './upload-from.js';
 export { SafetensorsFile, safetensorsHeader, encodeSafetensors } from './safetensors.js';
+export { httpSource } from './http-source.js';
+export type { HttpSourceOptions } from './http-source.js';
 export type { TensorInfo } from './safetensors.js';
 export type { SyncOptions } from './validate.js';
 export { GpuEvent } from './event.js';

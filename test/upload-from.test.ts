@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { openFile } from '../src/node.js';
-import { InvalidArgumentError, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
+import { serveDir } from '../bench/serve.js';
+import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -190,6 +191,30 @@ describe(`uploadFrom (seed ${seed})`, () => {
     again.uploadFrom(src, dst);
     await again.synchronize();
     expect(ctx.memory.staging, 'no staging was lost').toBe(staging);
+  });
+
+  it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
+    const layers = Array.from({ length: 3 }, () => bytesOf(4 * int(1 << 18, 3 << 18)));
+    writeFileSync(join(dir, 'model.safetensors'), encodeSafetensors(layers.map((data, i) => ({ name: `layers.${i}.w`, dtype: 'U8', shape: [data.length], data }))));
+    const server = await serveDir(dir);
+    try {
+      const src = await httpSource(`${server.origin}/model.safetensors`);
+      const st = await SafetensorsFile.open(src);
+      const s = ctx.createStream({ label: 'http' });
+      for (let i = 0; i < layers.length; i++) {
+        const dst = ctx.alloc(layers[i]!.length, { label: `l${i}` });
+        s.uploadFrom(src, dst, st.span(st.layer(i)));
+        const got = new Uint8Array(layers[i]!.length);
+        s.download(dst, got);
+        await s.synchronize();
+        expect(firstDiff(got, layers[i]!), `layer ${i}, seed ${seed}`).toBe(-1);
+      }
+      const noRanges = async (): Promise<Response> => new Response(null, { headers: { 'content-length': '10' } });
+      await expect(httpSource('http://example.invalid/x', { fetch: noRanges as typeof fetch })).rejects.toThrow(/not served in byte ranges/);
+      await expect(httpSource(`${server.origin}/missing.bin`)).rejects.toThrow(UploadSourceError);
+    } finally {
+      await server.close();
+    }
   });
 
   it('the sanitizer sees the transfer as one write of its stream', async () => {

@@ -1,0 +1,56 @@
+/**
+ * A random-access source over HTTP byte ranges, for `stream.uploadFrom` in a browser (or Node's
+ * fetch): the size from a HEAD request, each read a `Range: bytes=a-b` GET, several at once.
+ */
+import { InvalidArgumentError, UploadSourceError } from './errors.js';
+import type { RandomAccessSource } from './upload-from.js';
+import { expectInteger, expectObject, showValue } from './validate.js';
+
+export interface HttpSourceOptions {
+  /** Requests in flight at once (browsers open about 6 connections per host). @default 4 */
+  parallel?: number;
+  /** Headers for every request (authorization, ...). */
+  headers?: Record<string, string>;
+  /** The fetch to use. @default globalThis.fetch */
+  fetch?: typeof fetch;
+}
+
+/**
+ * Opens `url` for `stream.uploadFrom(source, dst, { offset, size })`. The server must answer HEAD
+ * with Content-Length and serve byte ranges (206); one that does not is an UploadSourceError here,
+ * at the call (pass `(await fetch(url)).body` instead to read it whole, in order).
+ */
+export async function httpSource(url: string | URL, options: HttpSourceOptions = {}): Promise<RandomAccessSource> {
+  const site = { op: 'httpSource' };
+  if (typeof url !== 'string' && !(url instanceof URL)) throw new InvalidArgumentError(`Expected \`url\` to be a string or URL, got ${showValue(url)}`, site);
+  const o = expectObject('options', options, site);
+  const parallel = expectInteger('parallel', o.parallel ?? 4, 1, 64, site);
+  const f = options.fetch ?? globalThis.fetch;
+  if (typeof f !== 'function') throw new InvalidArgumentError('no fetch here: pass `fetch`', site);
+  const label = String(url);
+  const headers = options.headers ?? {};
+  let head: Response;
+  try {
+    head = await f(url, { method: 'HEAD', headers });
+  } catch (e) {
+    throw new UploadSourceError(`HEAD ${label} failed`, { ...site, cause: e });
+  }
+  const size = Number(head.headers.get('content-length'));
+  if (!head.ok || !Number.isSafeInteger(size)) throw new UploadSourceError(`HEAD ${label} answered ${head.status} without a Content-Length: the size is unknown`, site);
+  if (head.headers.get('accept-ranges') !== 'bytes') throw new UploadSourceError(`${label} is not served in byte ranges (no Accept-Ranges: bytes); pass the response body to uploadFrom to read it whole`, site);
+  return {
+    size,
+    parallel,
+    label,
+    read: async (into, position) => {
+      if (position >= size || into.byteLength === 0) return 0;
+      const end = Math.min(size, position + into.byteLength) - 1;
+      const res = await f(url, { headers: { ...headers, Range: `bytes=${position}-${end}` } });
+      if (res.status !== 206) throw new Error(`GET ${label} bytes ${position}-${end} answered ${res.status}, not 206`);
+      const body = new Uint8Array(await res.arrayBuffer());
+      const n = Math.min(body.byteLength, into.byteLength);
+      into.set(body.subarray(0, n));
+      return n;
+    },
+  };
+}
