@@ -10,6 +10,9 @@
  * Exit status: 0 when every figure was verified (targets missed are results, not failures),
  * 1 when an output did not match its reference or a group threw, 2 on bad usage.
  */
+// P7 reads its file 16 at a time: libuv's thread pool (4 threads unless set) is sized on its first
+// use, so before anything else runs.
+process.env.UV_THREADPOOL_SIZE ??= '16';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';

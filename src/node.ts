@@ -70,7 +70,8 @@ export interface FileSource extends RandomAccessSource {
 
 /**
  * Opens `path` for `stream.uploadFrom(file, dst, { offset, size })`. `parallel`: reads in flight at
- * once (libuv runs 4 by default; raise UV_THREADPOOL_SIZE for more). @default 4
+ * once. libuv runs 4 at a time unless UV_THREADPOOL_SIZE (set before the first file or DNS call)
+ * says more; raise both to read on more cores at once (docs/PERFORMANCE.md). @default 4
  */
 export async function openFile(path: string, options: { parallel?: number } = {}): Promise<FileSource> {
   const site = { op: 'openFile' };
