@@ -186,7 +186,8 @@ export function dropped(t: Transfer): void {
 async function readPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, n: number): Promise<void> {
   const at = t.offset + k * t.ring.pieceBytes;
   const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
-  const part = Math.ceil(n / parallel / 65536) * 65536;
+  // Reads of at least 2 MiB: smaller ones cost more per byte than they gain in concurrency.
+  const part = Math.max(2 << 20, Math.ceil(n / parallel / 65536) * 65536);
   const view = buf.bytes;
   const parts: Promise<void>[] = [];
   for (let a = 0; a < n; a += part) parts.push(readFully(t, src, view.subarray(a, Math.min(n, a + part)), at + a));

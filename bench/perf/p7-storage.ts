@@ -47,28 +47,29 @@ async function best(n: number, fn: () => Promise<void> | void): Promise<number> 
   return b;
 }
 
-/** Reads [at, at + size) of `src` into `into` (a plain array the size of a piece), `parallel` reads at once; ms. */
-async function rawRead(src: RandomAccessSource, at: number, size: number, into: Uint8Array, parallel: number): Promise<void> {
-  const piece = into.byteLength;
-  const part = Math.ceil(piece / parallel);
-  for (let p = 0; p < size; p += piece) {
-    const n = Math.min(piece, size - p);
-    const reads: Promise<void>[] = [];
-    for (let a = 0; a < n; a += part) {
-      const view = into.subarray(a, Math.min(n, a + part));
-      reads.push(
-        (async () => {
-          let got = 0;
-          while (got < view.byteLength) {
-            const k = await src.read(view.subarray(got), at + p + a + got);
-            if (k <= 0) throw new Error(`raw read ended at ${at + p + a + got}`);
-            got += k;
-          }
-        })(),
-      );
+/**
+ * Reads [at, at + size) of `src` into plain memory: `parallel` readers, each taking the next 2 MiB
+ * of the range into its own 2 MiB array until the range is read (the best a reader pool does).
+ */
+async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number): Promise<void> {
+  const chunk = 2 * MiB;
+  let next = 0;
+  const reader = async (): Promise<void> => {
+    const into = new Uint8Array(chunk);
+    for (;;) {
+      const p = next;
+      next += chunk;
+      if (p >= size) return;
+      const view = into.subarray(0, Math.min(chunk, size - p));
+      let got = 0;
+      while (got < view.byteLength) {
+        const k = await src.read(view.subarray(got), at + p + got);
+        if (k <= 0) throw new Error(`raw read ended at ${at + p + got}`);
+        got += k;
+      }
     }
-    await Promise.all(reads);
-  }
+  };
+  await Promise.all(Array.from({ length: parallel }, reader));
 }
 
 export const storageGroup: PerfGroup = {
@@ -126,9 +127,8 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     const b = new Uint8Array(a.length);
     const memcpyMs = await best(3, () => void b.set(a));
     const memcpyGBs = a.length / memcpyMs / 1e6;
-    const plain = new Uint8Array(piece);
-    const readOne = await best(2, () => rawRead(file, spans[0]!.offset, total, plain, 1));
-    const readPar = await best(2, () => rawRead(file, spans[0]!.offset, total, plain, p.parallel));
+    const readOne = await best(2, () => rawRead(file, spans[0]!.offset, total, 1));
+    const readPar = await best(2, () => rawRead(file, spans[0]!.offset, total, p.parallel));
     const oneGBs = total / readOne / 1e6;
     const parGBs = total / readPar / 1e6;
 
