@@ -14,7 +14,7 @@ import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
-import { dropped, planTransfer, readAhead, runTransfer, type StagingRing, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { dropped, planTransfer, readAhead, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
@@ -263,10 +263,10 @@ export class Stream {
     const site = this.#site('uploadFrom', true);
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
-    const t = planTransfer(source, d, options, site, this.#host.uploadRing);
+    const plan = planTransfer(source, d, options, site, this.#host.uploadRing);
     // The copies go on an internal stream (the sanitizer sees this op's write).
     if (!this.#copies) (this.#copies = new Stream(this.#host, this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true))).queue.internal = true;
-    t.copies = this.#copies;
+    const t: Transfer = { ...plan, copies: this.#copies };
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
     const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => dropped(t) }, NONE, tracked, site, 'uploadFrom', d.label);
     readAhead(t, this.#lastReads); // the file is read while earlier work runs, one transfer ahead

@@ -112,9 +112,9 @@ interface ReadAhead {
 
 /**
  * Checks a call's source and options (InvalidArgumentError at the call) and plans the transfer:
- * where it starts, how much, where it lands, how many staging buffers. `copies` is the caller's.
+ * where it starts, how much, where it lands, how many staging buffers (the caller adds `copies`).
  */
-export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: string; size: number }, options: unknown, site: ErrorSite & { callSite?: Error | string }, ring: StagingRing): Transfer {
+export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: string; size: number }, options: unknown, site: ErrorSite & { callSite?: Error | string }, ring: StagingRing): Omit<Transfer, 'copies'> {
   const dstSize = dst.size;
   const dstLabel = dst.label;
   const random = isRandomAccess(source);
@@ -139,7 +139,7 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
   let finishReads!: () => void;
   const readsDone = new Promise<void>((r) => (finishReads = r));
-  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, copies: null!, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads };
+  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads };
 }
 
 /**
