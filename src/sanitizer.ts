@@ -142,10 +142,9 @@ export class Sanitizer {
     } else {
       host.clock[0]!++;
       host.version++;
-      vc = host.clock;
+      vc = host.clock.slice(); // a snapshot: the host's clock moves on
       entry = 0;
     }
-    if (!op) vc = vc.slice();
     const epoch = vc[entry]!;
     const found = check(p.buffer, p.label, 0, p.size, write, vc, entry, op !== null);
     if (found) {
@@ -178,30 +177,37 @@ export class Sanitizer {
   }
 }
 
-/** The first race of `op`'s accesses (made at clock `vc`, its stream's `entry`), or null. */
-function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
+/** One access of an op: bytes [start, end) of `buffer`, read or written. Returning a value stops the walk. */
+type Visit<T> = (buffer: GPUBuffer, label: string, start: number, end: number, write: boolean) => T | null;
+
+/** Walks `op`'s accesses in a fixed order (sources before destinations) until `visit` returns a value. */
+function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
   const p = op.payload;
+  const dev = (b: GPUBuffer, start: number, end: number, write: boolean): T | null => visit(b, b.label || 'GPUBuffer', start, end, write);
   switch (p.kind) {
-    case 'launch': {
-      const infos = p.kernel.bindings;
+    case 'launch':
       for (let i = 0; i < p.bindings.length; i++) {
         const b = p.bindings[i]!;
-        const f = check(b, b.label || 'GPUBuffer', 0, b.size, infos[i]!.kind === 'storage', vc, entry);
-        if (f) return f;
+        const r = dev(b, 0, b.size, p.kernel.bindings[i]!.kind === 'storage');
+        if (r !== null && r !== undefined) return r;
       }
       return null;
-    }
     case 'copy':
-      return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc, entry) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc, entry);
+      return dev(p.src, p.srcOffset, p.srcOffset + p.size, false) ?? dev(p.dst, p.dstOffset, p.dstOffset + p.size, true);
     case 'upload':
-      return (p.pinned && check(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false, vc, entry)) ?? check(p.dst, p.dst.label || 'GPUBuffer', p.dstOffset, p.dstOffset + p.size, true, vc, entry);
+      return (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false)) ?? dev(p.dst, p.dstOffset, p.dstOffset + p.size, true);
     case 'download':
-      return check(p.src, p.src.label || 'GPUBuffer', p.srcOffset, p.srcOffset + p.size, false, vc, entry) ?? (p.pinned && check(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true, vc, entry));
+      return dev(p.src, p.srcOffset, p.srcOffset + p.size, false) ?? (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true));
     case 'hostFn':
-      return p.writes ? check(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true, vc, entry) : null;
+      return p.writes ? visit(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true) : null;
     default:
       return null;
   }
+}
+
+/** The first race of `op`'s accesses (made at clock `vc`, its stream's `entry`), or null. */
+function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
+  return eachAccess(op, (b, label, start, end, write) => check(b, label, start, end, write, vc, entry));
 }
 
 /**
@@ -320,31 +326,11 @@ function record(buffer: GPUBuffer, acc: Access): void {
 
 /** Adds `op`'s accesses (made at clock `vc`, its stream's `entry`) to the shadows. */
 function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefined): void {
-  const p = op.payload;
   const epoch = vc[entry]!;
-  switch (p.kind) {
-    case 'launch':
-      for (let i = 0; i < p.bindings.length; i++) {
-        const b = p.bindings[i]!;
-        record(b, { entry, epoch, write: p.kernel.bindings[i]!.kind === 'storage', start: 0, end: b.size, vc, op, site });
-      }
-      break;
-    case 'copy':
-      record(p.src, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
-      record(p.dst, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
-      break;
-    case 'upload':
-      if (p.pinned) record(p.pinned.buffer, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
-      record(p.dst, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
-      break;
-    case 'download':
-      record(p.src, { entry, epoch, write: false, start: p.srcOffset, end: p.srcOffset + p.size, vc, op, site });
-      if (p.pinned) record(p.pinned.buffer, { entry, epoch, write: true, start: p.dstOffset, end: p.dstOffset + p.size, vc, op, site });
-      break;
-    case 'hostFn':
-      if (p.writes) record(p.writes.buffer, { entry, epoch, write: true, start: p.writes.start, end: p.writes.end, vc, op, site });
-      break;
-  }
+  eachAccess(op, (b, _label, start, end, write) => {
+    record(b, { entry, epoch, write, start, end, vc, op, site });
+    return null; // every access
+  });
 }
 
 function describeOp(op: Op, write: boolean, site: Error | undefined): RaceAccess {
