@@ -156,14 +156,9 @@ export function readAhead(t: Transfer, after: Promise<void>): void {
   t.ahead = ahead;
   ahead.started = (async () => {
     await after;
-    const piece = t.ring.pieceBytes;
-    const count = Math.min(t.ringSize, Math.ceil(t.size! / piece));
+    const count = Math.min(t.ringSize, Math.ceil(t.size! / t.ring.pieceBytes));
     for (let k = 0; k < count && !ahead.settled; k++) {
-      const buf = await slot(t, ahead.taken, k);
-      const n = Math.min(piece, t.size! - k * piece);
-      const done = readPiece(t, src, buf, k, n).then(() => buf.unmap());
-      done.catch(() => undefined);
-      ahead.pieces.push({ k, buf, n, done });
+      ahead.pieces.push(startPiece(t, src, await slot(t, ahead.taken, k), k, true));
       if (ahead.pieces.length >= 3) await ahead.pieces[ahead.pieces.length - 3]!.done.catch(() => undefined);
     }
   })();
@@ -180,6 +175,15 @@ export function dropped(t: Transfer): void {
     for (const p of ahead.taken) t.ring.give(p);
     t.finishReads();
   });
+}
+
+/** Starts reading piece `k` into `buf` (then unmapping it, when read ahead); its failure is awaited later, in order. */
+function startPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, unmap = false): Piece {
+  const n = Math.min(t.ring.pieceBytes, t.size! - k * t.ring.pieceBytes);
+  const read = readPiece(t, src, buf, k, n);
+  const done = unmap ? read.then(() => buf.unmap()) : read;
+  done.catch(() => undefined); // must not go unhandled before it is awaited
+  return { k, buf, n, done };
 }
 
 /** Reads piece `k` (`n` bytes) of `src` into `buf`, `parallel` reads at once. */
@@ -245,30 +249,22 @@ async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: Pin
   const copy = (x: Piece): void => {
     t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + x.k * piece, size: x.n });
   };
+  /** Copies the oldest pieces, in order, once read, until `left` are still being read. */
+  const copyUntil = async (left: number): Promise<void> => {
+    while (reading.length > left) {
+      const x = reading.shift()!;
+      await x.done;
+      copy(x);
+    }
+  };
   try {
-    // Pieces read ahead first, in order; then the rest, `window` reads at a time.
-    while (reading.length > 0 && reading.length >= window) {
-      const x = reading.shift()!;
-      await x.done;
-      copy(x);
-    }
+    // Pieces read ahead first; then the rest, `window` reads at a time.
+    await copyUntil(window - 1);
     for (let k = first; k < pieces; k++) {
-      const buf = await slot(t, taken, k);
-      const n = Math.min(piece, size - k * piece);
-      const done = readPiece(t, src, buf, k, n);
-      done.catch(() => undefined); // awaited below, in order; a failure must not go unhandled meanwhile
-      reading.push({ k, buf, n, done });
-      if (reading.length >= window) {
-        const x = reading.shift()!;
-        await x.done;
-        copy(x);
-      }
+      reading.push(startPiece(t, src, await slot(t, taken, k), k));
+      await copyUntil(window - 1);
     }
-    while (reading.length) {
-      const x = reading.shift()!;
-      await x.done;
-      copy(x);
-    }
+    await copyUntil(0);
   } finally {
     // Reads still running write into ring buffers: let them settle before the ring is given back.
     await Promise.allSettled(reading.map((x) => x.done));

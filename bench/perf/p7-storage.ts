@@ -16,7 +16,7 @@ import { SafetensorsFile, safetensorsHeader } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { grid } from '../scenarios/common';
-import { MiB, metric, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
+import { MiB, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
 import { benchKernels } from '../kernels/index';
 
 interface Params {
@@ -37,15 +37,12 @@ export const TARGET_P7_MEMCPY = 2;
 export const TARGET_P7_PIPELINE = 1.1;
 
 /** ms of `fn`, best of `n`. */
-async function best(n: number, fn: () => Promise<void> | void): Promise<number> {
-  let b = Infinity;
-  for (let i = 0; i < n; i++) {
+const best = (n: number, fn: () => Promise<void> | void): Promise<number> =>
+  minOf(n, async () => {
     const t0 = performance.now();
     await fn();
-    b = Math.min(b, performance.now() - t0);
-  }
-  return b;
-}
+    return performance.now() - t0;
+  });
 
 /**
  * Reads [at, at + size) of `src` into plain memory: `parallel` readers, each taking the next 2 MiB

@@ -189,8 +189,7 @@ export class Scheduler implements QueueOwner {
   markOrdered(op: Op): void {
     if (op.ordered || op.done) return;
     op.ordered = true;
-    wakeDependents(op);
-    this.wake(op.stream);
+    wakeDependents(op); // the stream's later ops among them
   }
 
   // ---------------------------------------------------------------- flush
