@@ -256,7 +256,7 @@ export class Context {
     });
   }
 
-  /** Free staging buffers of `uploadFrom` (pinned, mapped), kept for the next transfer: up to 16 (two rings being read, one ahead). */
+  /** Free staging buffers of `uploadFrom` (pinned, mapped), kept for the next transfer: up to 24 (three rings of 8: one copying, one read ahead, one reading). */
   #ringFree: PinnedBuffer[] = [];
 
   /** `uploadFrom`'s staging: pieces of 8 MiB (less where the device's buffers are smaller), in memory.staging. */
@@ -273,7 +273,7 @@ export class Context {
         return ring;
       },
       give: (p) => {
-        if (!this.#destroyed && this.#ringFree.length < 16) this.#ringFree.push(p);
+        if (!this.#destroyed && this.#ringFree.length < 24) this.#ringFree.push(p);
         else {
           p.destroy();
           this.memory.staging -= pieceBytes;

@@ -14,7 +14,7 @@ import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
-import { dropped, planTransfer, readAhead, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { dropped, planTransfer, ReadOrder, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
@@ -269,8 +269,7 @@ export class Stream {
     const t: Transfer = { ...plan, copies: this.#copies };
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
     const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => dropped(t) }, NONE, tracked, site, 'uploadFrom', d.label);
-    readAhead(t, this.#lastReads); // the file is read while earlier work runs, one transfer ahead
-    this.#lastReads = t.readsDone;
+    this.#readOrder.add(t); // the file is read while earlier work runs
     t.ordered = () => this.#host.scheduler.markOrdered(op);
     return op.id;
   }
@@ -284,7 +283,7 @@ export class Stream {
   }
 
   #copies: Stream | null = null;
-  #lastReads: Promise<void> = Promise.resolve();
+  #readOrder = new ReadOrder();
 
   /**
    * Runs `fn` on the host once all earlier work of this stream completed; later work of the stream

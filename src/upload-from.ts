@@ -90,6 +90,9 @@ export interface Transfer {
   /** Resolves once this transfer read all it will read (or will read nothing): the next may read ahead. */
   readsDone: Promise<void>;
   finishReads: () => void;
+  /** Resolves once the op ran or was dropped: the transfer after next may read ahead (at most three rings per stream). */
+  started: Promise<void>;
+  markStarted: () => void;
 }
 
 /** A piece being read (or read) into a staging buffer. */
@@ -138,35 +141,76 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const pieces = size === null ? ringMax : Math.ceil(size / ring.pieceBytes);
   const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
   let finishReads!: () => void;
+  let markStarted!: () => void;
   const readsDone = new Promise<void>((r) => (finishReads = r));
-  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads };
+  const started = new Promise<void>((r) => (markStarted = r));
+  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads, started, markStarted };
 }
 
 /**
  * Starts reading a random-access transfer's first pieces (up to its ring) into staging buffers
- * once `after` (the stream's previous transfer's reads) resolved, before the op's turn: the file
- * is read while earlier work runs, and only the copies into `dst` wait for it. Each piece is
- * unmapped once read (a mapped range is V8 external memory). `dropped()` gives them back if the
+ * once `after` resolved (the stream's previous transfer read its own, and the one before it ran),
+ * before the op's turn: the file is read while earlier work runs, and only the copies into `dst`
+ * wait for it. A transfer read whole this way lets the next one start reading at once. Each piece
+ * is unmapped once read (a mapped range is V8 external memory). `dropped()` gives them back if the
  * op never runs.
  */
-export function readAhead(t: Transfer, after: Promise<void>): void {
+function readAhead(t: Transfer, after: Promise<unknown>): void {
   const src = t.source;
   if (!isRandomAccess(src) || !t.size) return;
   const ahead: ReadAhead = { started: Promise.resolve(), taken: [], pieces: [], settled: false };
   t.ahead = ahead;
+  const total = Math.ceil(t.size / t.ring.pieceBytes);
   ahead.started = (async () => {
     await after;
-    const count = Math.min(t.ringSize, Math.ceil(t.size! / t.ring.pieceBytes));
+    const count = Math.min(t.ringSize, total);
+    const window = readWindow(t, src);
     for (let k = 0; k < count && !ahead.settled; k++) {
       ahead.pieces.push(startPiece(t, src, await slot(t, ahead.taken, k), k, true));
-      if (ahead.pieces.length >= 3) await ahead.pieces[ahead.pieces.length - 3]!.done.catch(() => undefined);
+      if (ahead.pieces.length >= window) await ahead.pieces[ahead.pieces.length - window]!.done.catch(() => undefined);
     }
   })();
   ahead.started.catch(() => undefined);
+  // All of it read ahead: the next transfer need not wait for this op's turn to start reading.
+  void ahead.started.then(async () => {
+    if (ahead.pieces.length < total) return;
+    await Promise.allSettled(ahead.pieces.map((x) => x.done));
+    t.finishReads();
+  }, () => undefined);
+}
+
+/**
+ * Pieces being read at once: enough for `parallel` reads of a part each, and one more to keep
+ * them going while the oldest completes; at most 4 (each a mapped range V8 counts as external
+ * memory: more starts major GCs), and fewer than the ring.
+ */
+function readWindow(t: Transfer, src: RandomAccessSource): number {
+  const piece = t.ring.pieceBytes;
+  const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
+  const need = Math.ceil((parallel * partBytes(piece, parallel)) / piece) + 1;
+  return Math.max(1, Math.min(4, need, t.ringSize - 1));
+}
+
+/** Reads of at least 2 MiB (smaller ones cost more per byte than they gain in concurrency), 64 KiB-aligned. */
+const partBytes = (n: number, parallel: number): number => Math.max(2 << 20, Math.ceil(n / parallel / 65536) * 65536);
+
+/**
+ * A stream's transfers read ahead in call order: each after the previous one's reads, and once the
+ * one before that ran, so a stream holds at most three rings (one copying, one read, one reading).
+ */
+export class ReadOrder {
+  #reads: Promise<void> = Promise.resolve();
+  #started: [Promise<void>, Promise<void>] = [Promise.resolve(), Promise.resolve()];
+  add(t: Transfer): void {
+    readAhead(t, Promise.all([this.#reads, this.#started[0]]));
+    this.#reads = t.readsDone;
+    this.#started = [this.#started[1], t.started];
+  }
 }
 
 /** The op will not run (a dependency failed, the context closed): read-ahead buffers go back. */
 export function dropped(t: Transfer): void {
+  t.markStarted();
   const ahead = t.ahead;
   if (!ahead || ahead.settled) return t.finishReads();
   ahead.settled = true;
@@ -189,9 +233,7 @@ function startPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: 
 /** Reads piece `k` (`n` bytes) of `src` into `buf`, `parallel` reads at once. */
 async function readPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, n: number): Promise<void> {
   const at = t.offset + k * t.ring.pieceBytes;
-  const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
-  // Reads of at least 2 MiB: smaller ones cost more per byte than they gain in concurrency.
-  const part = Math.max(2 << 20, Math.ceil(n / parallel / 65536) * 65536);
+  const part = partBytes(n, Math.max(1, Math.floor(src.parallel ?? 1)));
   const view = buf.bytes;
   const parts: Promise<void>[] = [];
   for (let a = 0; a < n; a += part) parts.push(readFully(t, src, view.subarray(a, Math.min(n, a + part)), at + a));
@@ -201,6 +243,7 @@ async function readPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer
 /** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
 export async function runTransfer(t: Transfer): Promise<void> {
   const taken: PinnedBuffer[] = [];
+  t.markStarted();
   try {
     if (isRandomAccess(t.source)) await fromRandomAccess(t, t.source, taken);
     else await fromChunks(t, t.source, taken);
@@ -243,9 +286,8 @@ async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: Pin
     reading.push(...ahead.pieces);
     first = ahead.pieces.length;
   }
-  // Up to 3 pieces being read at once (each a mapped range V8 counts as external memory: more
-  // would start major GCs), fewer with a smaller ring; each piece's copy is enqueued once read.
-  const window = Math.max(1, Math.min(3, t.ringSize - 1));
+  // Each piece's copy is enqueued once read, in order.
+  const window = readWindow(t, src);
   const copy = (x: Piece): void => {
     t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + x.k * piece, size: x.n });
   };

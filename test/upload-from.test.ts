@@ -193,6 +193,25 @@ describe(`uploadFrom (seed ${seed})`, () => {
     expect(ctx.memory.staging, 'no staging was lost').toBe(staging);
   });
 
+  it('reads two transfers ahead of a stream that is held up, not three; all land in order once it goes on', async () => {
+    const part = 1 << 20;
+    const data = bytesOf(4 * part);
+    const read = new Set<number>(); // which transfers' bytes were read
+    const src = { size: data.length, label: 'layers', read: async (into: Uint8Array, at: number): Promise<number> => (read.add(Math.floor(at / part)), into.set(data.subarray(at, at + into.byteLength)), into.byteLength) };
+    const s = ctx.createStream({ label: 'held' });
+    const dst = ctx.alloc(data.length, { label: 'dst' });
+    let release!: () => void;
+    s.hostFn(() => new Promise<void>((r) => (release = r)));
+    for (let j = 0; j < 4; j++) s.uploadFrom(src, dst, { offset: j * part, size: part, dstOffset: j * part });
+    for (let i = 0; i < 200 && read.size < 2; i++) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, 20));
+    expect([...read].sort(), 'the first two transfers read ahead, the third waits for the first to run').toEqual([0, 1]);
+    release();
+    await s.synchronize();
+    expect([...read].sort()).toEqual([0, 1, 2, 3]);
+    expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
   it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
     const layers = Array.from({ length: 3 }, () => bytesOf(4 * int(1 << 18, 3 << 18)));
     writeFileSync(join(dir, 'model.safetensors'), encodeSafetensors(layers.map((data, i) => ({ name: `layers.${i}.w`, dtype: 'U8', shape: [data.length], data }))));

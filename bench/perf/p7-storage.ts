@@ -236,8 +236,18 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     ctx.memory.resetPeak();
     for (const [si, r] of p.sweep.entries()) {
       progress(`P7: streaming at compute ${r}x the loads`, 0.4 + (0.5 * si) / p.sweep.length);
-      const iterations = Math.max(1, Math.min(p.maxIterations, Math.round((r * loadsMs - base) / perIt) + 1));
-      const cMs = await computeMs(iterations);
+      // Linear from one iteration; then refit through the measured point (compute is not linear in
+      // iterations at the low end, where the layer's memory-bound part weighs most).
+      const want = r * loadsMs;
+      const fit = (it: number, ms: number): number => Math.max(1, Math.min(p.maxIterations, Math.round(1 + ((it - 1) * (want - base)) / Math.max(1e-6, ms - base))));
+      let iterations = fit(1 + (want - base) / perIt, want);
+      let cMs = await computeMs(iterations);
+      for (let step = 0; step < 2 && Math.abs(cMs / want - 1) > 0.1 && iterations > 1; step++) {
+        const next = fit(iterations, cMs);
+        if (next === iterations) break;
+        iterations = next;
+        cMs = await computeMs(iterations);
+      }
       await stream(iterations, false); // warm (pipelines for these constants)
       const ms = await best(2, () => stream(iterations, true).then(() => undefined));
       const bound = Math.max(loadsMs, cMs);
