@@ -266,7 +266,7 @@ export class Stream {
     const plan = planTransfer(source, d, options, site, this.#host.uploadRing);
     // The copies go on an internal stream (the sanitizer sees this op's write).
     if (!this.#copies) (this.#copies = new Stream(this.#host, this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true))).queue.internal = true;
-    const t: Transfer = { ...plan, copies: this.#copies };
+    const t: Transfer = { ...plan, dst, copies: this.#copies };
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
     const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => dropped(t) }, NONE, tracked, site, 'uploadFrom', d.label);
     this.#readOrder.add(t); // the file is read while earlier work runs

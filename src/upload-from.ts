@@ -12,6 +12,7 @@
 import { InvalidArgumentError, UploadSourceError, type ErrorSite } from './errors.js';
 import { expectAligned, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
 import type { PinnedBuffer } from './pinned.js';
+import type { DeviceBuffer } from './memory.js';
 
 /** Bytes readable at any position: a file (`openFile` in `webgpu-streams/node`), a Blob, an HTTP resource. */
 export interface RandomAccessSource {
@@ -51,7 +52,7 @@ export interface StagingRing {
 
 /** What the transfer copies with: an internal stream's pinned upload and its synchronize. */
 export interface CopyStream {
-  upload(src: PinnedBuffer, dst: GPUBuffer, options: { srcOffset: number; dstOffset: number; size: number }): number;
+  upload(src: PinnedBuffer, dst: DeviceBuffer | GPUBuffer, options: { srcOffset: number; dstOffset: number; size: number }): number;
   /** Resolves once its last op has its place in the GPU queue (encoded), or is done. */
   whenOrdered(): Promise<void>;
   synchronize(): Promise<void>;
@@ -70,7 +71,8 @@ export interface Transfer {
   offset: number;
   /** Bytes to move; null: a stream's whole rest, up to `room`. */
   size: number | null;
-  dst: GPUBuffer;
+  /** As the call gave it: a DeviceBuffer's copies batch with other work; a raw GPUBuffer's each go alone (see Op.isolated). */
+  dst: DeviceBuffer | GPUBuffer;
   dstLabel: string;
   dstOffset: number;
   /** Bytes of `dst` from `dstOffset` on. */
@@ -101,6 +103,8 @@ interface Piece {
   buf: PinnedBuffer;
   n: number;
   done: Promise<void>;
+  /** Read (and unmapped where read ahead): its copy can be enqueued without waiting. */
+  read: boolean;
 }
 
 /** The first pieces of a transfer, read while the stream's earlier work still runs. */
@@ -115,9 +119,9 @@ interface ReadAhead {
 
 /**
  * Checks a call's source and options (InvalidArgumentError at the call) and plans the transfer:
- * where it starts, how much, where it lands, how many staging buffers (the caller adds `copies`).
+ * where it starts, how much, where it lands, how many staging buffers (the caller adds `dst` as given and `copies`).
  */
-export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: string; size: number }, options: unknown, site: ErrorSite & { callSite?: Error | string }, ring: StagingRing): Omit<Transfer, 'copies'> {
+export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: string; size: number }, options: unknown, site: ErrorSite & { callSite?: Error | string }, ring: StagingRing): Omit<Transfer, 'copies' | 'dst'> {
   const dstSize = dst.size;
   const dstLabel = dst.label;
   const random = isRandomAccess(source);
@@ -144,7 +148,7 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   let markStarted!: () => void;
   const readsDone = new Promise<void>((r) => (finishReads = r));
   const started = new Promise<void>((r) => (markStarted = r));
-  return { source: source as UploadSource, offset, size, dst: dst.buffer, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads, started, markStarted };
+  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads, started, markStarted };
 }
 
 /**
@@ -225,9 +229,9 @@ export function dropped(t: Transfer): void {
 function startPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, unmap = false): Piece {
   const n = Math.min(t.ring.pieceBytes, t.size! - k * t.ring.pieceBytes);
   const read = readPiece(t, src, buf, k, n);
-  const done = unmap ? read.then(() => buf.unmap()) : read;
-  done.catch(() => undefined); // must not go unhandled before it is awaited
-  return { k, buf, n, done };
+  const piece: Piece = { k, buf, n, done: unmap ? read.then(() => buf.unmap()) : read, read: false };
+  piece.done.then(() => (piece.read = true), () => undefined); // a failure is awaited later, in order
+  return piece;
 }
 
 /** Reads piece `k` (`n` bytes) of `src` into `buf`, `parallel` reads at once. */
@@ -291,22 +295,22 @@ async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: Pin
   const copy = (x: Piece): void => {
     t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + x.k * piece, size: x.n });
   };
-  /** Copies the oldest pieces, in order, once read, until `left` are still being read. */
-  const copyUntil = async (left: number): Promise<void> => {
-    while (reading.length > left) {
-      const x = reading.shift()!;
-      await x.done;
-      copy(x);
-    }
+  /**
+   * Copies the oldest pieces that are read, in order, while more than `left` are left; returns the
+   * next one's read to wait for, or null. Never awaits between copies: those read already go out in one submit.
+   */
+  const drain = (left: number): Promise<void> | null => {
+    while (reading.length > left && reading[0]!.read) copy(reading.shift()!);
+    return reading.length > left ? reading[0]!.done : null;
   };
   try {
     // Pieces read ahead first; then the rest, `window` reads at a time.
-    await copyUntil(window - 1);
+    let wait: Promise<void> | null;
     for (let k = first; k < pieces; k++) {
+      while ((wait = drain(window - 1))) await wait;
       reading.push(startPiece(t, src, await slot(t, taken, k), k));
-      await copyUntil(window - 1);
     }
-    await copyUntil(0);
+    while ((wait = drain(0))) await wait;
   } finally {
     // Reads still running write into ring buffers: let them settle before the ring is given back.
     await Promise.allSettled(reading.map((x) => x.done));

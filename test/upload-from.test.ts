@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { openFile } from '../src/node.js';
 import { serveDir } from '../bench/serve.js';
 import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
@@ -38,6 +38,13 @@ async function readBack(buf: DeviceBuffer, at = 0, n = buf.size - at): Promise<U
   s.download(buf, out, { srcOffset: at, size: n });
   await s.synchronize();
   return out;
+}
+async function readBackOn(c: Context, buf: DeviceBuffer): Promise<ArrayBuffer> {
+  const out = new Uint8Array(buf.size);
+  const s = c.createStream({ label: 'readback', nonBlocking: true });
+  s.download(buf, out);
+  await s.synchronize();
+  return out.buffer;
 }
 const firstDiff = (a: Uint8Array, b: Uint8Array): number => {
   if (a.length !== b.length) return -2;
@@ -210,6 +217,34 @@ describe(`uploadFrom (seed ${seed})`, () => {
     await s.synchronize();
     expect([...read].sort()).toEqual([0, 1, 2, 3]);
     expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
+  it('a transfer read ahead goes out in one submit: copies into a DeviceBuffer batch, each into a raw GPUBuffer goes alone', async () => {
+    const traced = await gpuContext({ trace: true });
+    try {
+      const data = bytesOf(3 * (8 << 20)); // three 8 MiB pieces
+      let reads = 0;
+      const src = { size: data.length, parallel: 4, read: async (into: Uint8Array, at: number): Promise<number> => (reads++, into.set(data.subarray(at, at + into.byteLength)), into.byteLength) };
+      const submitsOf = async (dst: DeviceBuffer | GPUBuffer): Promise<number> => {
+        const s = traced.createStream({ label: 'one submit' });
+        let release!: () => void;
+        s.hostFn(() => new Promise<void>((r) => (release = r)));
+        const before = traced.trace.submits.length;
+        reads = 0;
+        const id = s.uploadFrom(src, dst);
+        for (let i = 0; i < 500 && reads < 12; i++) await new Promise((r) => setTimeout(r, 1)); // 3 pieces x 4 reads of 2 MiB
+        release();
+        await s.synchronize();
+        const copyIds = new Set(traced.trace.spans().filter((x) => x.lane.endsWith('(uploadFrom)') && (x.op ?? 0) > id).map((x) => x.op));
+        return traced.trace.submits.slice(before).filter((ids) => ids.some((op) => copyIds.has(op))).length;
+      };
+      const dev = traced.alloc(data.length, { label: 'dst' });
+      expect(await submitsOf(dev), 'three copies, one submit').toBe(1);
+      expect(firstDiff(new Uint8Array(await readBackOn(traced, dev)), data), `seed ${seed}`).toBe(-1);
+      expect(await submitsOf(dev.buffer), 'a raw GPUBuffer: each copy alone (its validation waited for)').toBe(3);
+    } finally {
+      traced.destroy();
+    }
   });
 
   it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
