@@ -10,10 +10,7 @@
  * Exit status: 0 when every figure was verified (targets missed are results, not failures),
  * 1 when an output did not match its reference or a group threw, 2 on bad usage.
  */
-// P7 reads its file 16 at a time: libuv's thread pool (4 threads unless set) is sized on its first
-// use, so before anything else runs.
-process.env.UV_THREADPOOL_SIZE ??= '16';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,6 +37,7 @@ export function nodeFileProbe(): FileProbe {
       return path;
     },
     open: (path, parallel) => openFile(path, { parallel }),
+    readThreads: Number(process.env.UV_THREADPOOL_SIZE) || 4,
     remove: (path) => rm(path, { force: true }),
     memory: () => {
       const m = process.memoryUsage();
@@ -217,7 +215,12 @@ const isEntry = (() => {
   const argv1 = process.argv[1] ?? '';
   return /bench-perf\.mjs$|perf-node\.ts$/.test(argv1);
 })();
-if (isEntry) {
+if (isEntry && !process.env.UV_THREADPOOL_SIZE) {
+  // P7 reads its file 16 at a time on libuv's thread pool (4 threads unless UV_THREADPOOL_SIZE
+  // says more), which an ES module entry has started while loading: run again with it set.
+  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, UV_THREADPOOL_SIZE: '16' } });
+  process.exit(child.status ?? 1);
+} else if (isEntry) {
   main(process.argv.slice(2)).then(
     // Exit explicitly: Dawn's instance may keep the event loop alive.
     (code) => process.exit(code),

@@ -35,6 +35,8 @@ export interface FileProbe {
   /** Opens it for reading: `openFile` of 'webgpu-streams/node'. */
   open(path: string, parallel: number): Promise<RandomAccessSource & { close(): Promise<void> }>;
   remove(path: string): Promise<void>;
+  /** Threads that run file reads at once (Node: libuv's pool, UV_THREADPOOL_SIZE). */
+  readThreads: number;
   /** Bytes of JS heap in use and of external memory (ArrayBuffers outside the heap) now. */
   memory(): { heap: number; external: number };
 }

@@ -300,9 +300,9 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
         target: `>= ${TARGET_P7_RAW}, and >= ${TARGET_P7_MEMCPY}x JS memcpy`,
         meets: ofRaw >= TARGET_P7_RAW && ofMemcpy >= TARGET_P7_MEMCPY,
         detail:
-          `${fileText}, file in the page cache: uploadFrom ${num(loadGBs)} GB/s (${num(loadsMs)} ms); raw reads into plain memory ${num(parGBs)} GB/s with ${p.parallel} readers, ${num(oneGBs)} GB/s with one; ` +
+          `${fileText}, file in the page cache: uploadFrom ${num(loadGBs)} GB/s (${num(loadsMs)} ms); raw reads into plain memory ${num(parGBs)} GB/s with ${p.parallel} readers (${files.readThreads} read threads), ${num(oneGBs)} GB/s with one; ` +
           `JS memcpy (one thread) ${num(memcpyGBs)} GB/s: ${num(ofRaw)} of parallel reads, ${num(ofMemcpy)}x memcpy`,
-        figures: { seed, layers: L, layerBytes: bytes, loadMs: round(loadsMs), loadGBs: round(loadGBs), rawParallelGBs: round(parGBs), rawOneGBs: round(oneGBs), memcpyGBs: round(memcpyGBs), parallel: p.parallel, ofMemcpy: round(ofMemcpy) },
+        figures: { seed, layers: L, layerBytes: bytes, loadMs: round(loadsMs), loadGBs: round(loadGBs), rawParallelGBs: round(parGBs), rawOneGBs: round(oneGBs), memcpyGBs: round(memcpyGBs), parallel: p.parallel, readThreads: files.readThreads, ofMemcpy: round(ofMemcpy) },
         checks,
         seed,
       }),
