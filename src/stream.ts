@@ -14,7 +14,8 @@ import { NONE, type Op, type StreamQueue } from './op.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
-import { dropped, planTransfer, ReadOrder, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { Reader } from './reader.js';
+import { planTransfer, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
@@ -268,8 +269,8 @@ export class Stream {
     if (!this.#copies) (this.#copies = new Stream(this.#host, this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true))).queue.internal = true;
     const t: Transfer = { ...plan, dst, copies: this.#copies };
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
-    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => dropped(t) }, NONE, tracked, site, 'uploadFrom', d.label);
-    this.#readOrder.add(t); // the file is read while earlier work runs
+    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => release(t) }, NONE, tracked, site, 'uploadFrom', d.label);
+    this.#reader.add(t); // a file is read while earlier work runs
     t.ordered = () => this.#host.scheduler.markOrdered(op);
     return op.id;
   }
@@ -283,7 +284,7 @@ export class Stream {
   }
 
   #copies: Stream | null = null;
-  #readOrder = new ReadOrder();
+  #reader = new Reader();
 
   /**
    * Runs `fn` on the host once all earlier work of this stream completed; later work of the stream

@@ -4,10 +4,10 @@
  * device ever holds more than the ring of a transfer of any size.
  *
  * The op is a host function of the stream: it starts once the stream's earlier work is done, and
- * the stream's later work waits for it. It fills the ring's buffers (a random-access source reads
- * straight into their mapped ranges, several reads at once; a stream of chunks is copied in) and
- * hands each to an internal stream that copies it into `dst`, so reading piece k + 1 overlaps the
- * GPU's copy of piece k. It ends once the last copy completed.
+ * the stream's later work waits for it. A random-access source has been read ahead into the ring
+ * by the stream's reader (reader.ts); the op hands each piece, once read, to an internal stream
+ * that copies it into `dst`. A stream of chunks is copied into the ring by the op itself. Reading
+ * piece k + 1 overlaps the GPU's copy of piece k; the op ends once the last copy completed.
  */
 import { InvalidArgumentError, UploadSourceError, type ErrorSite } from './errors.js';
 import { expectAligned, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
@@ -87,34 +87,35 @@ export interface Transfer {
    * it (queue order does the rest) while the op itself is done only once the copies completed.
    */
   ordered?: () => void;
-  /** Pieces read before the op ran (random-access sources, see readAhead). */
-  ahead?: ReadAhead;
-  /** Resolves once this transfer read all it will read (or will read nothing): the next may read ahead. */
-  readsDone: Promise<void>;
-  finishReads: () => void;
-  /** Resolves once the op ran or was dropped: the transfer after next may read ahead (at most three rings per stream). */
+  /** Ring buffers taken (piece k uses `taken[k % ringSize]`); given back by `release`. */
+  taken: PinnedBuffer[];
+  /** Pieces the reader started, by index (random-access sources). */
+  pieces: Piece[];
+  /** The op waits for the reader's next piece. */
+  onPiece: (() => void) | null;
+  /** The op failed, or will not run: read no more of it. */
+  stopped: boolean;
+  /** A read failed: the reader stops there (the op fails on that piece). */
+  failed: boolean;
+  /** Resolves once the reader is done with it (no read in flight touches its buffers). */
+  readerDone: Promise<void>;
+  finishReader: () => void;
+  /** The reader starts on it once this resolved: the `started` of the stream's transfer two before. */
+  gate: Promise<void>;
+  /** Resolves once the op ran or was dropped: the transfer after next may be read. */
   started: Promise<void>;
   markStarted: () => void;
 }
 
 /** A piece being read (or read) into a staging buffer. */
-interface Piece {
+export interface Piece {
   k: number;
   buf: PinnedBuffer;
   n: number;
+  /** Read and unmapped; rejects with the read's UploadSourceError. */
   done: Promise<void>;
-  /** Read (and unmapped where read ahead): its copy can be enqueued without waiting. */
+  /** `done` resolved: its copy can be enqueued without waiting. */
   read: boolean;
-}
-
-/** The first pieces of a transfer, read while the stream's earlier work still runs. */
-interface ReadAhead {
-  /** Resolves once the buffers are taken and the reads issued. */
-  started: Promise<void>;
-  taken: PinnedBuffer[];
-  pieces: Piece[];
-  /** The op ran (it adopts the pieces) or was dropped (they go back). */
-  settled: boolean;
 }
 
 /**
@@ -144,120 +145,38 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
   const pieces = size === null ? ringMax : Math.ceil(size / ring.pieceBytes);
   const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
-  let finishReads!: () => void;
+  let finishReader!: () => void;
   let markStarted!: () => void;
-  const readsDone = new Promise<void>((r) => (finishReads = r));
+  const readerDone = new Promise<void>((r) => (finishReader = r));
   const started = new Promise<void>((r) => (markStarted = r));
-  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, readsDone, finishReads, started, markStarted };
+  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted };
 }
 
-/**
- * Starts reading a random-access transfer's first pieces (up to its ring) into staging buffers
- * once `after` resolved (the stream's previous transfer read its own, and the one before it ran),
- * before the op's turn: the file is read while earlier work runs, and only the copies into `dst`
- * wait for it. A transfer read whole this way lets the next one start reading at once. Each piece
- * is unmapped once read (a mapped range is V8 external memory). `dropped()` gives them back if the
- * op never runs.
- */
-function readAhead(t: Transfer, after: Promise<unknown>): void {
-  const src = t.source;
-  if (!isRandomAccess(src) || !t.size) return;
-  const ahead: ReadAhead = { started: Promise.resolve(), taken: [], pieces: [], settled: false };
-  t.ahead = ahead;
-  const total = Math.ceil(t.size / t.ring.pieceBytes);
-  ahead.started = (async () => {
-    await after;
-    const count = Math.min(t.ringSize, total);
-    const window = readWindow(t, src);
-    for (let k = 0; k < count && !ahead.settled; k++) {
-      ahead.pieces.push(startPiece(t, src, await slot(t, ahead.taken, k), k, true));
-      if (ahead.pieces.length >= window) await ahead.pieces[ahead.pieces.length - window]!.done.catch(() => undefined);
-    }
-  })();
-  ahead.started.catch(() => undefined);
-  // All of it read ahead: the next transfer need not wait for this op's turn to start reading.
-  void ahead.started.then(async () => {
-    if (ahead.pieces.length < total) return;
-    await Promise.allSettled(ahead.pieces.map((x) => x.done));
-    t.finishReads();
-  }, () => undefined);
-}
-
-/**
- * Pieces being read at once: enough for `parallel` reads of a part each, and one more to keep
- * them going while the oldest completes; at most 4 (each a mapped range V8 counts as external
- * memory: more starts major GCs), and fewer than the ring.
- */
-function readWindow(t: Transfer, src: RandomAccessSource): number {
-  const piece = t.ring.pieceBytes;
-  const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
-  const need = Math.ceil((parallel * partBytes(piece, parallel)) / piece) + 1;
-  return Math.max(1, Math.min(4, need, t.ringSize - 1));
-}
-
-/** Reads of at least 2 MiB (smaller ones cost more per byte than they gain in concurrency), 64 KiB-aligned. */
-const partBytes = (n: number, parallel: number): number => Math.max(2 << 20, Math.ceil(n / parallel / 65536) * 65536);
-
-/**
- * A stream's transfers read ahead in call order: each after the previous one's reads, and once the
- * one before that ran, so a stream holds at most three rings (one copying, one read, one reading).
- */
-export class ReadOrder {
-  #reads: Promise<void> = Promise.resolve();
-  #started: [Promise<void>, Promise<void>] = [Promise.resolve(), Promise.resolve()];
-  add(t: Transfer): void {
-    readAhead(t, Promise.all([this.#reads, this.#started[0]]));
-    this.#reads = t.readsDone;
-    this.#started = [this.#started[1], t.started];
-  }
-}
-
-/** The op will not run (a dependency failed, the context closed): read-ahead buffers go back. */
-export function dropped(t: Transfer): void {
+/** The op is done, run or not: read no more of it, and give its ring back once no read touches it (a copy still in flight keeps its buffer until done: take() callers wait on ready()). */
+export function release(t: Transfer): void {
+  t.stopped = true;
   t.markStarted();
-  const ahead = t.ahead;
-  if (!ahead || ahead.settled) return t.finishReads();
-  ahead.settled = true;
-  void ahead.started.then(async () => {
-    await Promise.allSettled(ahead.pieces.map((x) => x.done));
-    for (const p of ahead.taken) t.ring.give(p);
-    t.finishReads();
+  void t.readerDone.then(() => {
+    for (const p of t.taken) t.ring.give(p);
+    t.taken.length = 0;
   });
 }
 
-/** Starts reading piece `k` into `buf` (then unmapping it, when read ahead); its failure is awaited later, in order. */
-function startPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, unmap = false): Piece {
-  const n = Math.min(t.ring.pieceBytes, t.size! - k * t.ring.pieceBytes);
-  const read = readPiece(t, src, buf, k, n);
-  const piece: Piece = { k, buf, n, done: unmap ? read.then(() => buf.unmap()) : read, read: false };
-  piece.done.then(() => (piece.read = true), () => undefined); // a failure is awaited later, in order
-  return piece;
-}
-
-/** Reads piece `k` (`n` bytes) of `src` into `buf`, `parallel` reads at once. */
-async function readPiece(t: Transfer, src: RandomAccessSource, buf: PinnedBuffer, k: number, n: number): Promise<void> {
-  const at = t.offset + k * t.ring.pieceBytes;
-  const part = partBytes(n, Math.max(1, Math.floor(src.parallel ?? 1)));
-  const view = buf.bytes;
-  const parts: Promise<void>[] = [];
-  for (let a = 0; a < n; a += part) parts.push(readFully(t, src, view.subarray(a, Math.min(n, a + part)), at + a));
-  await Promise.all(parts);
-}
+/** Pieces of a random-access transfer. */
+export const pieceCount = (t: Transfer): number => Math.ceil((t.size ?? 0) / t.ring.pieceBytes);
 
 /** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
 export async function runTransfer(t: Transfer): Promise<void> {
-  const taken: PinnedBuffer[] = [];
   t.markStarted();
   try {
-    if (isRandomAccess(t.source)) await fromRandomAccess(t, t.source, taken);
-    else await fromChunks(t, t.source, taken);
-    t.finishReads();
+    if (isRandomAccess(t.source)) await copyPieces(t);
+    else await fromChunks(t, t.source);
     await t.copies.whenOrdered();
     t.ordered?.();
     await t.copies.synchronize();
-  } finally {
-    t.finishReads();
-    for (const p of taken) t.ring.give(p);
+  } catch (e) {
+    t.stopped = true;
+    throw e;
   }
 }
 
@@ -268,57 +187,30 @@ function fail(t: Transfer, message: string, cause?: unknown): UploadSourceError 
 }
 
 /** The ring buffer for piece `k`, back on the host (its previous copy completed). */
-async function slot(t: Transfer, taken: PinnedBuffer[], k: number): Promise<PinnedBuffer> {
+export async function slot(t: Transfer, k: number): Promise<PinnedBuffer> {
   const i = k % t.ringSize;
-  if (i === taken.length) taken.push(t.ring.take());
-  const p = taken[i]!;
+  if (i === t.taken.length) t.taken.push(t.ring.take());
+  const p = t.taken[i]!;
   await p.ready();
   return p;
 }
 
-async function fromRandomAccess(t: Transfer, src: RandomAccessSource, taken: PinnedBuffer[]): Promise<void> {
-  const size = t.size!;
+/** Copies each piece into `dst` once the reader read it, in order; those read already in one go (one submit). */
+async function copyPieces(t: Transfer): Promise<void> {
   const piece = t.ring.pieceBytes;
-  const pieces = Math.ceil(size / piece);
-  let first = 0;
-  const reading: Piece[] = [];
-  const ahead = t.ahead;
-  if (ahead && !ahead.settled) {
-    ahead.settled = true;
-    await ahead.started;
-    taken.push(...ahead.taken);
-    reading.push(...ahead.pieces);
-    first = ahead.pieces.length;
-  }
-  // Each piece's copy is enqueued once read, in order.
-  const window = readWindow(t, src);
-  const copy = (x: Piece): void => {
-    t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + x.k * piece, size: x.n });
-  };
-  /**
-   * Copies the oldest pieces that are read, in order, while more than `left` are left; returns the
-   * next one's read to wait for, or null. Never awaits between copies: those read already go out in one submit.
-   */
-  const drain = (left: number): Promise<void> | null => {
-    while (reading.length > left && reading[0]!.read) copy(reading.shift()!);
-    return reading.length > left ? reading[0]!.done : null;
-  };
-  try {
-    // Pieces read ahead first; then the rest, `window` reads at a time.
-    let wait: Promise<void> | null;
-    for (let k = first; k < pieces; k++) {
-      while ((wait = drain(window - 1))) await wait;
-      reading.push(startPiece(t, src, await slot(t, taken, k), k));
-    }
-    while ((wait = drain(0))) await wait;
-  } finally {
-    // Reads still running write into ring buffers: let them settle before the ring is given back.
-    await Promise.allSettled(reading.map((x) => x.done));
+  const total = pieceCount(t);
+  for (let k = 0; k < total; ) {
+    const x = t.pieces[k];
+    if (x?.read) {
+      t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + k * piece, size: x.n });
+      k++;
+    } else if (x) await x.done;
+    else await new Promise<void>((r) => (t.onPiece = r));
   }
 }
 
 /** Fills `into` from `position`, or throws: the source ended or its read failed. */
-async function readFully(t: Transfer, src: RandomAccessSource, into: Uint8Array, position: number): Promise<void> {
+export async function readFully(t: Transfer, src: RandomAccessSource, into: Uint8Array, position: number): Promise<void> {
   let got = 0;
   while (got < into.byteLength) {
     let n: number;
@@ -333,7 +225,7 @@ async function readFully(t: Transfer, src: RandomAccessSource, into: Uint8Array,
   }
 }
 
-async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, taken: PinnedBuffer[]): Promise<void> {
+async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>): Promise<void> {
   const piece = t.ring.pieceBytes;
   const limit = t.size ?? t.room;
   let skip = t.offset;
@@ -380,7 +272,7 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
           break; // the rest of the stream is not asked for
         }
         if (!buf) {
-          buf = await slot(t, taken, k);
+          buf = await slot(t, k);
           fill = 0;
         }
         const n = Math.min(chunk.byteLength - at, piece - fill, limit - moved - fill);

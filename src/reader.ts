@@ -1,0 +1,95 @@
+/**
+ * A stream's reader for `uploadFrom` from random-access sources (a file, HTTP byte ranges): it reads
+ * the stream's transfers into their staging rings in call order, ahead of the ops' turns, with the
+ * source's `parallel` reads in flight all along, across pieces and transfers. So the file is read
+ * while earlier work runs and only the copies wait for it (upload-from.ts copies each piece once
+ * read). A transfer is read once the one two before it ran: a stream holds at most three rings (one
+ * copying, one read, one being read). A piece is unmapped once read: a mapped range is V8 external
+ * memory, and more than a few at once start major GCs.
+ */
+import { isRandomAccess, pieceCount, readFully, slot, type Piece, type RandomAccessSource, type Transfer } from './upload-from.js';
+
+/** Pieces being read at once, at most (each a mapped range of up to 8 MiB). */
+const MAX_READING = 5;
+
+/** Reads of at least 2 MiB (smaller ones cost more per byte than they gain in concurrency), 64 KiB-aligned. */
+const partBytes = (n: number, parallel: number): number => Math.max(2 << 20, Math.ceil(n / parallel / 65536) * 65536);
+
+const RESOLVED: Promise<void> = Promise.resolve();
+
+export class Reader {
+  /** Transfers to read, in call order. */
+  #queue: Transfer[] = [];
+  #running = false;
+  /** Reads in flight, and the reader waiting for one to end. */
+  #inFlight = 0;
+  #readEnded: (() => void) | null = null;
+  /** Pieces with reads in flight. */
+  #reading: Piece[] = [];
+  /** The last two transfers' `started`. */
+  #started: [Promise<void>, Promise<void>] = [RESOLVED, RESOLVED];
+
+  /** Queues a transfer (any source: each holds a ring while it runs). */
+  add(t: Transfer): void {
+    t.gate = this.#started[0];
+    this.#started = [this.#started[1], t.started];
+    if (!isRandomAccess(t.source) || !t.size) return t.finishReader();
+    this.#queue.push(t);
+    if (!this.#running) void this.#run();
+  }
+
+  async #run(): Promise<void> {
+    this.#running = true;
+    while (this.#queue.length) {
+      const t = this.#queue[0]!;
+      await t.gate;
+      await this.#read(t, t.source as RandomAccessSource);
+      this.#queue.shift();
+    }
+    this.#running = false;
+  }
+
+  /** Starts every piece's reads (up to `parallel` in flight); the reader is done with `t` once they settled. */
+  async #read(t: Transfer, src: RandomAccessSource): Promise<void> {
+    const piece = t.ring.pieceBytes;
+    const parallel = Math.max(1, Math.floor(src.parallel ?? 1));
+    const part = partBytes(piece, parallel);
+    // Enough pieces to keep `parallel` reads going while the oldest completes.
+    const window = Math.max(1, Math.min(MAX_READING, Math.ceil((parallel * part) / piece) + 1));
+    const total = pieceCount(t);
+    for (let k = 0; k < total && !t.stopped && !t.failed; k++) {
+      while (this.#reading.length >= window) await this.#reading[0]!.done.catch(() => undefined);
+      const buf = await slot(t, k);
+      if (t.stopped || t.failed) break;
+      const n = Math.min(piece, t.size! - k * piece);
+      const view = buf.bytes;
+      const parts: Promise<void>[] = [];
+      for (let a = 0; a < n; a += part) {
+        while (this.#inFlight >= parallel) await new Promise<void>((r) => (this.#readEnded = r));
+        this.#inFlight++;
+        const read = readFully(t, src, view.subarray(a, Math.min(n, a + part)), t.offset + k * piece + a).finally(this.#ended);
+        read.catch(() => undefined); // awaited through the piece, which may be made after it failed
+        parts.push(read);
+      }
+      const x: Piece = { k, buf, n, done: Promise.all(parts).then(() => buf.unmap()), read: false };
+      x.done.then(
+        () => (x.read = true),
+        () => (t.failed = true),
+      );
+      x.done.finally(() => this.#reading.splice(this.#reading.indexOf(x), 1)).catch(() => undefined);
+      this.#reading.push(x);
+      t.pieces[k] = x;
+      const wake = t.onPiece;
+      t.onPiece = null;
+      wake?.();
+    }
+    void Promise.allSettled(t.pieces.map((x) => x.done)).then(t.finishReader);
+  }
+
+  readonly #ended = (): void => {
+    this.#inFlight--;
+    const wake = this.#readEnded;
+    this.#readEnded = null;
+    wake?.();
+  };
+}
