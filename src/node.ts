@@ -72,13 +72,14 @@ export interface FileSource extends RandomAccessSource {
  * Opens `path` for `stream.uploadFrom(file, dst, { offset, size })`. `parallel`: reads in flight at
  * once, which libuv runs on its thread pool: 4 threads unless UV_THREADPOOL_SIZE is set in the
  * environment Node starts with (an ES module entry starts the pool while loading, before your code
- * runs). Raise both to read on more cores at once (docs/PERFORMANCE.md). @default UV_THREADPOOL_SIZE, else 4
+ * runs). More than 8 read slower while the GPU copies out of staging (docs/PERFORMANCE.md).
+ * @default the thread pool's size, at most 8
  */
 export async function openFile(path: string, options: { parallel?: number } = {}): Promise<FileSource> {
   const site = { op: 'openFile' };
   if (typeof path !== 'string') throw new InvalidArgumentError(`Expected \`path\` to be a string, got ${showValue(path)}`, site);
   const o = expectObject('options', options, site);
-  const parallel = o.parallel === undefined ? Math.min(256, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
+  const parallel = o.parallel === undefined ? Math.min(8, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
   const { open } = await import('node:fs/promises');
   const fh = await open(path, 'r');
   const { size } = await fh.stat();
