@@ -1,5 +1,5 @@
 /// <reference types="vitest/config" />
-import { defineConfig } from 'vite';
+import { defineConfig, type Plugin } from 'vite';
 import { fileURLToPath } from 'node:url';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +28,25 @@ const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-E
 const alias = {
   'webgpu-streams/node': fileURLToPath(new URL('./src/node.ts', import.meta.url)),
   'webgpu-streams': fileURLToPath(new URL('./src/index.ts', import.meta.url)),
+};
+
+/**
+ * `npm run dev` serves the synthetic weights file of the "weights from storage" scenario at
+ * /weights/synthetic.safetensors in byte ranges, as bench/serve.ts and bench/serve.py do.
+ */
+const syntheticWeights: Plugin = {
+  name: 'synthetic-weights',
+  configureServer(server) {
+    server.middlewares.use((req, res, next) => {
+      if (!req.url?.startsWith('/weights/')) return next();
+      server
+        .ssrLoadModule(fileURLToPath(new URL('./bench/serve.ts', import.meta.url)))
+        .then((m) => {
+          if (!(m as typeof import('./bench/serve')).serveWeights(req, res, new URL(req.url!, 'http://localhost'))) next();
+        })
+        .catch(next);
+    });
+  },
 };
 
 /**
@@ -85,6 +104,7 @@ export default defineConfig(({ mode }) => {
   return {
     root: browserExample ? 'examples/browser' : 'bench/page',
     resolve: { alias },
+    plugins: [syntheticWeights],
     base: './',
     build: { outDir: browserExample ? '../../dist/examples/browser' : '../../dist/page', emptyOutDir: true, target: 'es2022' },
     // Cross-origin isolation: the page gets a fine performance.now() (Chrome coarsens it otherwise).

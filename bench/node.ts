@@ -17,6 +17,7 @@ import { describeDevice, formatReport, isSoftwareDevice, runPassed, validateSuit
 import { gitCommit, parseCliArgs, usage, writeResultFiles, type CliOptions } from './cli';
 import type { SuiteResult } from './schema';
 import { runSuite } from './suite';
+import { nodeWeightsStorage } from './weights-file';
 
 export { chooseVulkanDriver, hasNvidiaIcd, SWIFTSHADER_ICD } from './vulkan';
 
@@ -60,6 +61,7 @@ export async function main(argv: string[]): Promise<number> {
     let last = '';
     const suite = await runSuite(ctx, {
       quick: opts.quick,
+      storage: nodeWeightsStorage,
       ...(opts.scenarios ? { only: opts.scenarios } : {}),
       progress: (message, fraction) => {
         const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}% `.padStart(5)}${message}`;

@@ -12,6 +12,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { createReadStream, statSync, type Stats } from 'node:fs';
 import { extname, join, normalize, resolve, sep } from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { WEIGHTS_PATH, parseWeightsSpec, weightsFile } from './weights-file';
 
 /** MIME types by file extension (lower case, with the dot). */
 export const MIME_TYPES: Readonly<Record<string, string>> = {
@@ -165,6 +166,7 @@ export async function serveDir(dir: string, options: ServeOptions = {}): Promise
       return send(req, res, 405, 'method not allowed\n', path);
     }
 
+    if (serveWeights(req, res, url, options.onRequest)) return;
     let file = normalize(join(root, path));
     if (file !== root && !file.startsWith(root + sep)) return send(req, res, 403, 'forbidden\n', path);
     let stat = statOrNull(file);
@@ -180,35 +182,7 @@ export async function serveDir(dir: string, options: ServeOptions = {}): Promise
       }
       return send(req, res, 404, `not found: ${path}\n`, path);
     }
-
-    // One byte range (`Range: bytes=a-b` or `bytes=a-`), as httpSource reads weights files.
-    const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
-    if (range) {
-      const start = Number(range[1]);
-      const end = range[2] ? Math.min(Number(range[2]), stat.size - 1) : stat.size - 1;
-      if (start > end || start >= stat.size) {
-        res.writeHead(416, { 'Content-Range': `bytes */${stat.size}`, ...commonHeaders });
-        options.onRequest?.(req.method, path, 416);
-        return void res.end();
-      }
-      res.writeHead(206, { 'Content-Type': mimeType(file), 'Content-Length': String(end - start + 1), 'Content-Range': `bytes ${start}-${end}/${stat.size}`, 'Accept-Ranges': 'bytes', ...commonHeaders });
-      options.onRequest?.(req.method, path, 206);
-      if (req.method === 'HEAD') return void res.end();
-      const part = createReadStream(file, { start, end });
-      part.on('error', () => res.destroy());
-      return void part.pipe(res);
-    }
-    res.writeHead(200, {
-      'Content-Type': mimeType(file),
-      'Content-Length': String(stat.size),
-      'Accept-Ranges': 'bytes',
-      ...commonHeaders,
-    });
-    options.onRequest?.(req.method, path, 200);
-    if (req.method === 'HEAD') return void res.end();
-    const stream = createReadStream(file);
-    stream.on('error', () => res.destroy());
-    stream.pipe(res);
+    sendFile(req, res, file, stat, path, options.onRequest);
   });
 
   await new Promise<void>((res, rej) => {
@@ -234,6 +208,52 @@ export async function serveDir(dir: string, options: ServeOptions = {}): Promise
       return closed;
     },
   };
+}
+
+/**
+ * GET or HEAD of the synthetic weights file (bench/weights-file.ts) at WEIGHTS_PATH, in byte ranges
+ * as httpSource reads it: true when `url` asked for it (answered, 400 for a bad spec). The page's
+ * servers share it: serveDir here and `npm run dev` (vite.config.ts).
+ */
+export function serveWeights(req: IncomingMessage, res: ServerResponse, url: URL, onRequest?: ServeOptions['onRequest']): boolean {
+  if (url.pathname !== WEIGHTS_PATH || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+  const spec = parseWeightsSpec(url.searchParams);
+  if (!spec) {
+    res.writeHead(400, { 'Content-Type': 'text/plain; charset=utf-8', ...commonHeaders });
+    res.end('expected ?layers=1..256&elements=N&seed=S (at most 2 GiB)\n');
+    onRequest?.(req.method, url.pathname, 400);
+    return true;
+  }
+  const file = weightsFile(spec);
+  sendFile(req, res, file, statSync(file), url.pathname, onRequest);
+  return true;
+}
+
+/** Sends a file whole, or one byte range of it (`Range: bytes=a-b` or `bytes=a-`), as httpSource reads weights. */
+function sendFile(req: IncomingMessage, res: ServerResponse, file: string, stat: Stats, path: string, onRequest?: ServeOptions['onRequest']): void {
+  const method = req.method ?? 'GET';
+  const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+  if (range) {
+    const start = Number(range[1]);
+    const end = range[2] ? Math.min(Number(range[2]), stat.size - 1) : stat.size - 1;
+    if (start > end || start >= stat.size) {
+      res.writeHead(416, { 'Content-Range': `bytes */${stat.size}`, ...commonHeaders });
+      onRequest?.(method, path, 416);
+      return void res.end();
+    }
+    res.writeHead(206, { 'Content-Type': mimeType(file), 'Content-Length': String(end - start + 1), 'Content-Range': `bytes ${start}-${end}/${stat.size}`, 'Accept-Ranges': 'bytes', ...commonHeaders });
+    onRequest?.(method, path, 206);
+    if (method === 'HEAD') return void res.end();
+    const part = createReadStream(file, { start, end });
+    part.on('error', () => res.destroy());
+    return void part.pipe(res);
+  }
+  res.writeHead(200, { 'Content-Type': mimeType(file), 'Content-Length': String(stat.size), 'Accept-Ranges': 'bytes', ...commonHeaders });
+  onRequest?.(method, path, 200);
+  if (method === 'HEAD') return void res.end();
+  const stream = createReadStream(file);
+  stream.on('error', () => res.destroy());
+  stream.pipe(res);
 }
 
 const commonHeaders = {

@@ -5,18 +5,19 @@
 import type { Progress, ScenarioResult, SuiteResult } from './schema';
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
-import type { Scenario, ScenarioOptions } from './scenarios/common';
+import type { Scenario, ScenarioOptions, WeightsStorage } from './scenarios/common';
 import { overlapProbe } from './scenarios/overlap-probe';
 import { chunkedPipeline } from './scenarios/chunked-pipeline';
 import { sleepStreams } from './scenarios/sleep-streams';
 import { weightLoading } from './scenarios/weight-loading';
 import { priorities } from './scenarios/priorities';
+import { weightsStorage } from './scenarios/weights-storage';
 
-export type { Scenario, ScenarioOptions } from './scenarios/common';
+export type { Scenario, ScenarioOptions, WeightsStorage } from './scenarios/common';
 
 /** Every scenario, in the order the suite runs them. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const scenarios: readonly Scenario<any>[] = [overlapProbe, chunkedPipeline, sleepStreams, weightLoading, priorities];
+export const scenarios: readonly Scenario<any>[] = [overlapProbe, chunkedPipeline, sleepStreams, weightLoading, weightsStorage, priorities];
 
 /** Ids of every scenario, in suite order. */
 export const scenarioIds: readonly string[] = scenarios.map((s) => s.id);
@@ -31,6 +32,8 @@ export interface SuiteOptions {
   runner?: SuiteResult['device']['runner'];
   /** Commit hash to put in the result, where the runner knows it. */
   commit?: string;
+  /** Where "weights from storage" reads its file. @default the page's server */
+  storage?: WeightsStorage;
 }
 
 /**
@@ -59,7 +62,7 @@ export async function runSuite(ctx: Context, options: SuiteOptions = {}): Promis
       ? (message, fraction) => progress(message, (i + Math.min(1, Math.max(0, fraction ?? 0))) / selected.length)
       : undefined;
     scoped?.(`${s.id}: start`, 0);
-    const opts: ScenarioOptions = { quick, ...(scoped ? { progress: scoped } : {}) };
+    const opts: ScenarioOptions = { quick, ...(scoped ? { progress: scoped } : {}), ...(options.storage ? { storage: options.storage } : {}) };
     const r = await runScenario(ctx, s, opts);
     // Races the sanitizer found (a run with it on), between ops on this scenario's timeline.
     const ops = new Set(r.trace.map((x) => x.op));

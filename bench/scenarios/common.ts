@@ -4,7 +4,8 @@
  * formatting. No DOM, no Node imports: the page, headless Chromium and Node/Dawn all run this.
  */
 import type { Progress, ScenarioResult, Span, Timing, Variant } from '../schema';
-import type { Context, Stream, DeviceBuffer, GpuEvent } from 'webgpu-streams';
+import type { Context, Stream, DeviceBuffer, GpuEvent, RandomAccessSource } from 'webgpu-streams';
+import type { WeightsSpec } from '../weights-spec';
 import { WORKGROUP_SIZE, dispatchSize, type Tolerance } from '../reference';
 import { median } from '../stats';
 import { isSoftwareAdapter } from '../device';
@@ -14,6 +15,16 @@ export interface ScenarioOptions {
   /** Tiny sizes and few repeats (CI on SwiftShader). */
   quick: boolean;
   progress?: Progress;
+  /** Where "weights from storage" reads its file. @default the page's server (HTTP byte ranges) */
+  storage?: WeightsStorage;
+}
+
+/** Where the "weights from storage" scenario reads its synthetic weights file (bench/weights-file.ts). */
+export interface WeightsStorage {
+  /** Opens the file of `spec`, `parallel` reads at once. */
+  open(spec: WeightsSpec, parallel: number): Promise<RandomAccessSource & { close?(): Promise<void> }>;
+  /** Where, for the verdicts: 'a file (Node)', "HTTP byte ranges from the page's server". */
+  readonly where: string;
 }
 
 /** One benchmark scenario: a plain async function of a context and options. */

@@ -19,6 +19,14 @@ import { overlapProbe } from '../scenarios/overlap-probe';
 import { priorities } from '../scenarios/priorities';
 import { sleepStreams } from '../scenarios/sleep-streams';
 import { weightLoading } from '../scenarios/weight-loading';
+import { weightsStorage } from '../scenarios/weights-storage';
+import { nodeWeightsStorage } from '../weights-file';
+import { serveDir } from '../serve';
+import { weightsUrl } from '../weights-spec';
+import { httpSource } from 'webgpu-streams';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Context } from 'webgpu-streams';
 
 
@@ -177,7 +185,7 @@ describe('bench/device', () => {
 
 withDevice('scenarios (quick, Dawn)', () => {
   it('the suite lists the five scenarios with unique ids', () => {
-    expect(scenarios.map((s) => s.id)).toEqual(['overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'priorities']);
+    expect(scenarios.map((s) => s.id)).toEqual(['overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'weights-storage', 'priorities']);
     expect(deviceReport(ctx!, 'node')).toMatchObject({ runner: 'node', timestampQuery: ctx!.features.timestampQuery });
   });
 
@@ -236,6 +244,31 @@ withDevice('scenarios (quick, Dawn)', () => {
     }
     // Bit-for-bit equality with the resident run is one of the verification checks.
     expect(r.verification.detail).toContain('2 slots == resident, bit for bit');
+  });
+
+  it('weights-storage: streams the file through two slots (4x the budget); outputs match the CPU chain on weights read from it', async () => {
+    const r = await runChecked(() => weightsStorage.run(ctx!, { quick: true, storage: nodeWeightsStorage, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'weights-storage', /2 slots$/);
+    const bytes = Number(r.params.bytes);
+    expect(Number(r.params.layers) * bytes, 'the model is 4x the device budget (2 slots + 2 activations)').toBeGreaterThanOrEqual(4 * 4 * bytes);
+    for (const v of r.variants.filter((x) => x.name.endsWith('2 slots'))) expect(v.memoryBytes, v.name).toBe(4 * bytes);
+    expect(r.verification.detail).toContain('slot 1 == layer');
+    expect(r.verification.detail).toMatch(/2 slots == CPU chain of \d+ layers/);
+    expect(r.trace.some((x) => x.lane.endsWith('(uploadFrom)')), 'the copies are on the timeline').toBe(true);
+  });
+
+  it("weights-storage over HTTP byte ranges from the page's server (serveDir), as the page reads it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-ws-'));
+    const server = await serveDir(dir);
+    try {
+      const storage = { where: 'HTTP (test)', open: (spec: Parameters<typeof weightsUrl>[0], parallel: number) => httpSource(server.origin + weightsUrl(spec), { parallel }) };
+      const r = await runChecked(() => weightsStorage.run(ctx!, { quick: true, storage, params: { seed } }));
+      expectWellFormed(r, 'weights-storage', /2 slots$/);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('priorities: the high-priority kernel is submitted ahead of queued low-priority work', async () => {
