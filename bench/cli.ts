@@ -42,7 +42,7 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
     '',
     '  --quick           small sizes and few repeats (what CI runs)',
     '  --scenarios a,b   run only these scenario ids (overlap-probe, chunked-pipeline, sleep-streams,',
-    '                    weight-loading, priorities)',
+    '                    weight-loading, weights-storage, priorities)',
     ...(runner === 'headless'
       ? [
           '  --gpu             windowed Chromium on $DISPLAY with $CHROME_GPU_FLAGS (real GPU; see',

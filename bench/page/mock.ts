@@ -10,6 +10,7 @@ export const mockScenarios = [
   { id: 'chunked-pipeline', title: 'Chunked pipeline', description: 'Sync vs H2D/kernel/D2H chunks over N streams.' },
   { id: 'sleep-streams', title: 'Sleep kernels', description: '1 stream vs N streams, each task H2D + sleep + D2H.' },
   { id: 'weight-loading', title: 'Weight loading', description: 'All weights resident vs double-buffered on-demand loading with events.' },
+  { id: 'weights-storage', title: 'Weights from storage', description: 'A model 4x the device budget streamed from a file or the server through two slots.' },
   { id: 'priorities', title: 'Priorities, host callbacks, events', description: 'A high-priority stream overtakes queued low-priority work.' },
 ];
 
@@ -218,6 +219,19 @@ function scenario(id: string, quick: boolean, rand: () => number): ScenarioResul
         ],
         verification: { ok: false, detail: 'out == layers(x) for 1048576 floats (seed 99)', mismatch: 'out[4711] = 0.5 expected 0.25' },
         verdicts: ['2 slots use 40% of the memory for 1.18x the time', 'loading hides behind compute above 1.4 ms per layer'],
+        trace: weightTrace(8, t),
+      };
+    case 'weights-storage':
+      return {
+        ...base,
+        params: { ...base.params, layers: 16, layerMiB: 16 },
+        variants: [
+          { name: 'loads alone', time: timing(rand, 14.2), ideal: null, gbps: 18.9 },
+          { name: 'cost 1x: 1 stream', time: timing(rand, 29.5), ideal: null, memoryBytes: 64 << 20 },
+          { name: 'cost 1x: 2 slots', time: timing(rand, 17.9), ideal: 14.6, baseline: 'cost 1x: 1 stream', speedup: 1.65, memoryBytes: 64 << 20 },
+        ],
+        verification: { ok: true, detail: '2 slots == CPU chain of 16 layers (64 elements, weights read from the source)' },
+        verdicts: ['16 layers x 16 MiB from HTTP byte ranges, 4x the device budget', 'cost 1x: 1.23x max(loads, compute)'],
         trace: weightTrace(8, t),
       };
     default:

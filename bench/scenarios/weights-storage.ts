@@ -17,6 +17,7 @@ import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '..
 import { measure, measureInterleaved } from '../stats';
 import { type Check, type Scenario, type WeightsStorage, TraceRecorder, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
 import { benchKernels } from '../kernels/index';
+import { isSoftwareAdapter } from '../device';
 import { weightsUrl, type WeightsSpec } from '../weights-spec';
 
 export interface WeightsStorageParams {
@@ -36,6 +37,9 @@ export interface WeightsStorageParams {
 
 const FULL: WeightsStorageParams = { elements: 1 << 22, layers: 16, costs: '0.5,1,2', parallel: 8, maxIterations: 1 << 16, warmup: 1, repeats: 5, seed: 0 };
 const QUICK: WeightsStorageParams = { elements: 1 << 14, layers: 16, costs: '1', parallel: 4, maxIterations: 64, warmup: 1, repeats: 2, seed: 0 };
+
+/** Full runs on a software adapter (SwiftShader runs the kernels on the CPU): 1 MiB layers, one cost. */
+const SOFTWARE: Partial<WeightsStorageParams> = { elements: 1 << 18, costs: '1' };
 
 /** The page's own server (HTTP byte ranges), where the runner gives no storage. */
 function pageStorage(): WeightsStorage {
@@ -60,7 +64,8 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
     'A model of L layers streamed from a safetensors file (Node) or the page server (HTTP byte ranges) through two device slots, the next layer loading while the current one computes; the model is 4x the device budget.',
   async run(ctx, opts) {
     const t0 = performance.now();
-    const p = resolveParams(ctx, opts, FULL, QUICK);
+    const soft = !opts.quick && isSoftwareAdapter(ctx.adapterInfo);
+    const p = resolveParams(ctx, { ...opts, params: { ...(soft ? SOFTWARE : {}), ...opts.params } }, FULL, QUICK);
     const seed = p.seed || randomSeed();
     const n = Math.min(p.elements, Math.floor(ctx.limits.maxStorageBufferBindingSize / 4));
     const bytes = n * 4;

@@ -184,7 +184,7 @@ describe('bench/device', () => {
 });
 
 withDevice('scenarios (quick, Dawn)', () => {
-  it('the suite lists the five scenarios with unique ids', () => {
+  it('the suite lists the six scenarios with unique ids', () => {
     expect(scenarios.map((s) => s.id)).toEqual(['overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'weights-storage', 'priorities']);
     expect(deviceReport(ctx!, 'node')).toMatchObject({ runner: 'node', timestampQuery: ctx!.features.timestampQuery });
   });

@@ -17,6 +17,10 @@ import { randomSeed, rng } from '../reference';
 import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../report';
 import type { SuiteResult } from '../schema';
 import { serveDir, type StaticServer } from '../serve';
+import { weightsHeader, weightsLayer } from '../weights-file';
+import { weightsUrl } from '../weights-spec';
+import { spawn } from 'node:child_process';
+import { createServer as createViteServer } from 'vite';
 import { decodePng, distinctColors } from './e2e/png';
 
 function sample(): SuiteResult {
@@ -228,6 +232,72 @@ describe('serveDir', () => {
       await expect(other.report).rejects.toThrow(/not JSON/);
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('the synthetic weights file (weights-storage scenario)', () => {
+  const spec = { layers: 3, elements: 1000 + (randomSeed() % 1000), seed: randomSeed() };
+  const want = (() => {
+    const parts = [weightsHeader(spec), ...Array.from({ length: spec.layers }, (_, i) => weightsLayer(spec, i))];
+    const out = new Uint8Array(parts.reduce((n, x) => n + x.length, 0));
+    let at = 0;
+    for (const x of parts) (out.set(x, at), (at += x.length));
+    return out;
+  })();
+  /** The whole file from `origin`, then one byte range of it, checked against `want`. */
+  async function check(origin: string): Promise<void> {
+    const url = origin + weightsUrl(spec);
+    const whole = await fetch(url);
+    expect(whole.status, url).toBe(200);
+    expect(whole.headers.get('accept-ranges')).toBe('bytes');
+    expect(new Uint8Array(await whole.arrayBuffer())).toEqual(want);
+    const part = await fetch(url, { headers: { Range: 'bytes=100-1099' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe(`bytes 100-1099/${want.length}`);
+    expect(new Uint8Array(await part.arrayBuffer())).toEqual(want.subarray(100, 1100));
+    expect((await fetch(`${origin}/weights/synthetic.safetensors?layers=0&elements=1&seed=1`)).status).toBe(400);
+  }
+
+  it(`is finite f32 of magnitude [0.5, 2) after a safetensors header (seed ${spec.seed})`, () => {
+    const f = new Float32Array(weightsLayer(spec, 1).buffer);
+    expect(f.every((x) => Math.abs(x) >= 0.5 && Math.abs(x) < 2)).toBe(true);
+    expect(new Set(f).size, 'not a constant').toBeGreaterThan(f.length / 2);
+  });
+
+  it('serveDir serves it in byte ranges', async () => {
+    const server = await serveDir(tmpdir());
+    try {
+      await check(server.origin);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('serve.py (the GPU machines, no Node) serves the same bytes', async () => {
+    const port = 20000 + (randomSeed() % 20000);
+    const dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-py-'));
+    const py = spawn('python3', [join(import.meta.dirname, '../serve.py'), dir, String(port), join(dir, 'result.json'), '60'], { stdio: 'ignore' });
+    try {
+      const origin = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 100; i++) {
+        if (await fetch(origin).then(() => true, () => false)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await check(origin);
+    } finally {
+      py.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('npm run dev (vite) serves the same bytes', async () => {
+    const vite = await createViteServer({ configFile: join(import.meta.dirname, '../../vite.config.ts'), logLevel: 'silent', server: { port: 0, host: '127.0.0.1' } });
+    await vite.listen();
+    try {
+      await check(vite.resolvedUrls!.local[0]!.replace(/\/$/, ''));
+    } finally {
+      await vite.close();
     }
   });
 });

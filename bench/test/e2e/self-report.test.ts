@@ -41,7 +41,7 @@ describe.skipIf(missing !== null)('self-reporting page (serve.py + Chromium, no 
     const server = spawn('python3', [join(root, 'bench/serve.py'), join(root, 'dist/page'), String(port), out, '400'], { stdio: 'ignore' });
     const serverDone = new Promise<number | null>((res) => server.on('close', res));
     await new Promise((r) => setTimeout(r, 500)); // let the server bind
-    const url = `http://127.0.0.1:${port}/?autorun&quick&scenarios=sleep-streams,weight-loading&report=/result`;
+    const url = `http://127.0.0.1:${port}/?autorun&quick&scenarios=sleep-streams,weight-loading,weights-storage&report=/result`;
     const chrome = spawn(findChrome(), [...HEADLESS_FLAGS, `--user-data-dir=${join(dir, 'profile')}`, url], { stdio: ['ignore', 'pipe', 'pipe'] });
     chrome.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
     const chromeDone = new Promise((res) => chrome.on('close', res));
@@ -60,7 +60,7 @@ describe.skipIf(missing !== null)('self-reporting page (serve.py + Chromium, no 
     expect(result.error, 'the page reported an error').toBeUndefined();
     expect(validateSuiteResult(result)).toEqual([]);
     expect(result.quick).toBe(true);
-    expect(result.scenarios.map((s) => s.id).sort()).toEqual(['sleep-streams', 'weight-loading']);
+    expect(result.scenarios.map((s) => s.id).sort()).toEqual(['sleep-streams', 'weight-loading', 'weights-storage']);
     expect(result.ok).toBe(true);
     for (const s of result.scenarios) expect(s.verification.ok, `${s.id}: ${s.verification.detail}`).toBe(true);
     expect(result.device.runner).toBe('page');
