@@ -4,7 +4,7 @@
  * runtime import is `webgpu`. The parts the page shares (table, trace export, file stems,
  * validation) are in bench/report.ts.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -148,4 +148,15 @@ export function gitCommit(cwd = process.cwd()): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Runs this process again with UV_THREADPOOL_SIZE set, where it is not, and returns the child's exit
+ * status (null: it is set, go on). File reads (weights from storage) run on libuv's thread pool, 4
+ * threads unless the variable says more, which an ES module entry has started while loading.
+ */
+export function withReadThreads(threads = 16): number | null {
+  if (process.env['UV_THREADPOOL_SIZE']) return null;
+  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, UV_THREADPOOL_SIZE: String(threads) } });
+  return child.status ?? 1;
 }

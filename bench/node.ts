@@ -14,7 +14,7 @@ import { createNodeContext } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
 import { deviceReport } from './device';
 import { describeDevice, formatReport, isSoftwareDevice, runPassed, validateSuiteResult, SOFTWARE_WARNING } from './report';
-import { gitCommit, parseCliArgs, usage, writeResultFiles, type CliOptions } from './cli';
+import { gitCommit, parseCliArgs, usage, withReadThreads, writeResultFiles, type CliOptions } from './cli';
 import type { SuiteResult } from './schema';
 import { runSuite } from './suite';
 import { nodeWeightsStorage } from './weights-file';
@@ -91,11 +91,15 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  // Exit explicitly: Dawn's instance may keep the event loop alive.
-  (code) => process.exit(code),
-  (e: unknown) => {
-    console.error('\nbench:node: FAILED:', e);
-    process.exit(1);
-  },
-);
+// weights-storage reads its file 8 at a time: run again with libuv's pool sized for it.
+const again = withReadThreads();
+if (again !== null) process.exit(again);
+else
+  main(process.argv.slice(2)).then(
+    // Exit explicitly: Dawn's instance may keep the event loop alive.
+    (code) => process.exit(code),
+    (e: unknown) => {
+      console.error('\nbench:node: FAILED:', e);
+      process.exit(1);
+    },
+  );

@@ -10,7 +10,7 @@
  * Exit status: 0 when every figure was verified (targets missed are results, not failures),
  * 1 when an output did not match its reference or a group threw, 2 on bad usage.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -20,6 +20,7 @@ import { open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
+import { withReadThreads } from './cli';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
 
@@ -215,12 +216,10 @@ const isEntry = (() => {
   const argv1 = process.argv[1] ?? '';
   return /bench-perf\.mjs$|perf-node\.ts$/.test(argv1);
 })();
-if (isEntry && !process.env.UV_THREADPOOL_SIZE) {
-  // P7 reads its file 16 at a time on libuv's thread pool (4 threads unless UV_THREADPOOL_SIZE
-  // says more), which an ES module entry has started while loading: run again with it set.
-  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, UV_THREADPOOL_SIZE: '16' } });
-  process.exit(child.status ?? 1);
-} else if (isEntry) {
+// P7 reads its file 16 at a time: run again with libuv's pool sized for it.
+const again = isEntry ? withReadThreads() : null;
+if (again !== null) process.exit(again);
+else if (isEntry) {
   main(process.argv.slice(2)).then(
     // Exit explicitly: Dawn's instance may keep the event loop alive.
     (code) => process.exit(code),
