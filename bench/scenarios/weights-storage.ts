@@ -212,7 +212,7 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
         );
       }
       verdicts.unshift(
-        `${L} layers x ${bytesText(bytes)} = ${bytesText(L * bytes)} from ${storage.where}, 4x the device budget of 2 slots + 2 activations (${bytesText(4 * bytes)}): loads alone ${gbs((L * bytes) / loads.median / 1e6)} (${p.parallel} reads in flight), staging ${bytesText(ctx.memory.staging)} of pinned buffers`,
+        `${L} layers x ${bytesText(bytes)} = ${bytesText(L * bytes)} from ${storage.where}, 4x the device budget of 2 slots + 2 activations (${bytesText(4 * bytes)}): loads alone ${gbs((L * bytes) / loads.median / 1e6)} (${p.parallel} reads in flight), through a staging ring of ${ring} pinned buffer${ring > 1 ? 's' : ''} of up to 8 MiB per transfer (at most 3 rings per stream)`,
       );
       const spansOut: Span[] = trace.result();
       return {
