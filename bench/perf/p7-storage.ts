@@ -18,6 +18,7 @@ import type { Check } from '../scenarios/common';
 import { grid } from '../scenarios/common';
 import { MiB, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
 import { benchKernels } from '../kernels/index';
+import { balanceIterations } from './balance';
 
 interface Params {
   /** f32 elements per layer. */
@@ -260,10 +261,6 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       await once();
       return best(2, once);
     };
-    // Iterations per sweep point: fit compute alone to (ratio x loads alone), linear in iterations.
-    const probe = Math.min(p.maxIterations, 256);
-    const base = await computeMs(1);
-    const perIt = Math.max(1e-6, ((await computeMs(probe)) - base) / Math.max(1, probe - 1));
 
     // --- streaming: the two-slot pipeline from the file
     const events = { loaded: [ctx.createEvent(), ctx.createEvent()], freed: [ctx.createEvent(), ctx.createEvent()] } as { loaded: GpuEvent[]; freed: GpuEvent[] };
@@ -301,23 +298,10 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     ctx.memory.resetPeak();
     for (const [si, r] of p.sweep.entries()) {
       progress(`P7: streaming at compute ${r}x the loads`, 0.4 + (0.5 * si) / p.sweep.length);
-      // Iterations for compute = r x the loads: compute is not linear in iterations (the layer's
-      // memory-bound part weighs most at the low end), so search: scale while on one side of the
-      // target, interpolate between the two closest points once they bracket it; keep the closest.
-      const want = r * loadsMs;
-      const clampIt = (x: number): number => Math.max(1, Math.min(p.maxIterations, Math.round(x)));
-      let at = { iterations: clampIt(1 + (want - base) / perIt), ms: 0 };
-      at.ms = await computeMs(at.iterations);
-      let lo: typeof at | null = at.ms < want ? at : null;
-      let hi: typeof at | null = at.ms >= want ? at : null;
-      for (let step = 0; step < 5 && Math.abs(at.ms / want - 1) > 0.1; step++) {
-        const next = lo && hi ? clampIt(lo.iterations + ((hi.iterations - lo.iterations) * (want - lo.ms)) / Math.max(1e-6, hi.ms - lo.ms)) : clampIt(at.iterations * Math.min(8, Math.max(1 / 8, want / Math.max(1e-6, at.ms))));
-        if (next === at.iterations || (lo && next === lo.iterations) || (hi && next === hi.iterations)) break;
-        const tried = { iterations: next, ms: await computeMs(next) };
-        if (tried.ms < want) lo = tried;
-        else hi = tried;
-        if (Math.abs(tried.ms - want) < Math.abs(at.ms - want)) at = tried;
-      }
+      // Iterations for compute alone = r x the loads (compute is far from linear in iterations at
+      // the low end, where the layer's memory-bound part weighs most: balanceIterations searches).
+      const fit = await balanceIterations(computeMs, r * loadsMs, { probeIterations: Math.min(p.maxIterations, 256), maxIterations: p.maxIterations, tolerance: 0.1 });
+      const at = { iterations: fit.iterations, ms: fit.gpuMs };
       const { iterations, ms: cMs } = at;
       // Warm (pipelines for these constants), and the memory sampled every millisecond: apart from
       // the timed runs, which the sampling would slow (process.memoryUsage reads /proc).

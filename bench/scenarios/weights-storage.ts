@@ -17,6 +17,7 @@ import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '..
 import { measure, measureInterleaved } from '../stats';
 import { type Check, type Scenario, type WeightsStorage, TraceRecorder, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
 import { benchKernels } from '../kernels/index';
+import { balanceIterations } from '../perf/balance';
 import { isSoftwareAdapter } from '../device';
 import { weightsUrl, type WeightsSpec } from '../weights-spec';
 
@@ -159,14 +160,12 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
         idx.forEach((j, m) => (w[i]![m] = layer[j]!));
       }
 
-      // --- per layer cost: iterations fitted to cost x the loads, then the three ways in turn
-      const base = (await measure(() => computeOnce(1), { warmup: 1, repeats: 2 })).median;
-      const probe = opts.quick ? 16 : 256;
-      const perIt = Math.max(1e-6, ((await measure(() => computeOnce(probe), { warmup: 1, repeats: 2 })).median - base) / (probe - 1));
+      // --- per layer cost: iterations searched so that compute alone is cost x the loads, then the three ways in turn
+      const computeMs = async (it: number): Promise<number> => (await measure(() => computeOnce(it), { warmup: 1, repeats: 2 })).median;
       const costs = p.costs.split(',').map(Number).filter((x) => Number.isFinite(x) && x > 0);
       for (const [ci, cost] of costs.entries()) {
         progress(`weights-storage: layer cost ${cost}x the load`, 0.2 + (0.8 * ci) / costs.length);
-        const iterations = Math.max(1, Math.min(p.maxIterations, Math.round(1 + (cost * loads.median - base) / perIt)));
+        const { iterations } = await balanceIterations(computeMs, cost * loads.median, { probeIterations: opts.quick ? 16 : 256, maxIterations: p.maxIterations, tolerance: 0.1 });
         const tag = `cost ${cost}x`;
         const keepTrace = ci === costs.length - 1;
         const [tc, ts, t2] = await measureInterleaved(
