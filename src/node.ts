@@ -68,31 +68,41 @@ export interface FileSource extends RandomAccessSource {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** What openFile needs of a `FileHandle` of node:fs/promises (structural: no @types/node needed). */
+export interface FileHandleLike {
+  readonly fd: number;
+  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  stat(): Promise<{ size: number }>;
+  close(): Promise<void>;
+}
+
 /**
- * Opens `path` for `stream.uploadFrom(file, dst, { offset, size })`. `parallel`: reads in flight at
- * once, which libuv runs on its thread pool: 4 threads unless UV_THREADPOOL_SIZE is set in the
- * environment Node starts with (an ES module entry starts the pool while loading, before your code
- * runs). More than 8 read slower while the GPU copies out of staging (docs/PERFORMANCE.md).
+ * Opens `path` (or wraps a `FileHandle` of node:fs/promises, which stays yours to close) for
+ * `stream.uploadFrom(file, dst, { offset, size })`. `parallel`: reads in flight at once, which libuv
+ * runs on its thread pool: 4 threads unless UV_THREADPOOL_SIZE is set in the environment Node starts
+ * with (an ES module entry starts the pool while loading, before your code runs). More than 8 read
+ * slower while the GPU copies out of staging (docs/PERFORMANCE.md).
  * @default the thread pool's size, at most 8
  */
-export async function openFile(path: string, options: { parallel?: number } = {}): Promise<FileSource> {
+export async function openFile(path: string | FileHandleLike, options: { parallel?: number } = {}): Promise<FileSource> {
   const site = { op: 'openFile' };
-  if (typeof path !== 'string') throw new InvalidArgumentError(`Expected \`path\` to be a string, got ${showValue(path)}`, site);
+  const handle = typeof path === 'object' && path !== null && typeof (path as { read?: unknown }).read === 'function' && typeof (path as { stat?: unknown }).stat === 'function';
+  if (typeof path !== 'string' && !handle) throw new InvalidArgumentError(`Expected \`path\` to be a path or a FileHandle of node:fs/promises, got ${showValue(path)}`, site);
   const o = expectObject('options', options, site);
   const parallel = o.parallel === undefined ? Math.min(8, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
   const { open } = await import('node:fs/promises');
-  const fh = await open(path, 'r');
+  const fh = typeof path === 'string' ? await open(path, 'r') : path;
   const { size } = await fh.stat();
   let closed = false;
   const close = async (): Promise<void> => {
     if (closed) return;
     closed = true;
-    await fh.close();
+    if (typeof path === 'string') await fh.close(); // a FileHandle passed in is the caller's
   };
   return {
     size,
     parallel,
-    label: path,
+    label: typeof path === 'string' ? path : `FileHandle ${fh.fd}`,
     read: async (into, position) => (await fh.read(into, 0, into.byteLength, position)).bytesRead,
     close,
     [Symbol.asyncDispose]: close,

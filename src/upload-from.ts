@@ -126,6 +126,9 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const dstSize = dst.size;
   const dstLabel = dst.label;
   const random = isRandomAccess(source);
+  if (typeof source === 'string' || (!random && typeof (source as { stat?: unknown } | null)?.stat === 'function')) {
+    throw new InvalidArgumentError(`A file path or FileHandle is opened first: \`uploadFrom(await openFile(${typeof source === 'string' ? JSON.stringify(source) : 'handle'}), dst, range)\` with openFile from 'webgpu-streams/node' (reads several ranges at once into the staging ring)`, site);
+  }
   if (!random && !isChunkSource(source)) {
     throw new InvalidArgumentError(`Expected \`source\` to be a ReadableStream, an async iterable of Uint8Array or a random-access source ({ size, read(into, position) }, e.g. openFile() in 'webgpu-streams/node'), got ${showValue(source)}`, site);
   }

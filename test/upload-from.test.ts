@@ -133,6 +133,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
     const file = await openFile(fileOf('b.bin', bytesOf(2048)));
     try {
       expect(() => s.uploadFrom(new Uint8Array(4) as never, dst)).toThrow(InvalidArgumentError);
+      expect(() => s.uploadFrom('weights.safetensors' as never, dst)).toThrow(/openFile\("weights.safetensors"\)/);
       expect(() => s.uploadFrom(file, dst, { offset: 4096 })).toThrow(/past the end of the source \(2048 bytes\)/);
       expect(() => s.uploadFrom(file, dst, { offset: 1024, size: 2048 })).toThrow(/has 1024 bytes from offset 1024; 2048 asked for/);
       expect(() => s.uploadFrom(file, dst)).toThrow(/size 2048 does not fit 'dst' \(1024 bytes/);
@@ -140,6 +141,24 @@ describe(`uploadFrom (seed ${seed})`, () => {
       expect(s.pendingOps).toBe(0);
     } finally {
       await file.close();
+    }
+  });
+
+  it('openFile wraps a FileHandle of node:fs/promises, which stays open for its owner; uploadFrom of a handle says to open it', async () => {
+    const data = bytesOf(1 << 20);
+    const fh = await (await import('node:fs/promises')).open(fileOf('h.bin', data), 'r');
+    try {
+      const s = ctx.createStream({ label: 'handle' });
+      const dst = ctx.alloc(data.length, { label: 'dst' });
+      expect(() => s.uploadFrom(fh as never, dst)).toThrow(/openFile\(handle\)/);
+      const file = await openFile(fh);
+      s.uploadFrom(file, dst, { offset: 0, size: data.length });
+      await s.synchronize();
+      await file.close();
+      expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+      expect((await fh.stat()).size, 'the handle is still open').toBe(data.length);
+    } finally {
+      await fh.close();
     }
   });
 
