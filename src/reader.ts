@@ -7,6 +7,7 @@
  * copying, one read, one being read). A piece is unmapped once read: a mapped range is V8 external
  * memory, and more than a few at once start major GCs.
  */
+import type { PinnedBuffer } from './pinned.js';
 import { isRandomAccess, pieceCount, readFully, slot, type Piece, type RandomAccessSource, type Transfer } from './upload-from.js';
 
 /** Pieces being read at once, at most (each a mapped range of up to 8 MiB). */
@@ -43,7 +44,13 @@ export class Reader {
     while (this.#queue.length) {
       const t = this.#queue[0]!;
       await t.gate;
-      await this.#read(t, t.source as RandomAccessSource);
+      try {
+        await this.#read(t, t.source as RandomAccessSource);
+      } catch (e) {
+        // Nothing in #read should throw; if it does, the op fails on it rather than waiting.
+        this.#add(t, { k: t.pieces.length, buf: null, n: 0, done: Promise.reject(e), read: false });
+        void Promise.allSettled(t.pieces.map((x) => x.done)).then(t.finishReader);
+      }
       this.#queue.shift();
     }
     this.#running = false;
@@ -59,10 +66,18 @@ export class Reader {
     const total = pieceCount(t);
     for (let k = 0; k < total && !t.stopped && !t.failed; k++) {
       while (this.#reading.length >= window) await this.#reading[0]!.done.catch(() => undefined);
-      const buf = await slot(t, k);
+      let buf: PinnedBuffer;
+      let view: Uint8Array;
+      try {
+        buf = await slot(t, k);
+        view = buf.bytes;
+      } catch (e) {
+        // No staging (the context was destroyed or lost): the op fails on this piece, in order.
+        this.#add(t, { k, buf: null, n: 0, done: Promise.reject(e), read: false });
+        break;
+      }
       if (t.stopped || t.failed) break;
       const n = Math.min(piece, t.size! - k * piece);
-      const view = buf.bytes;
       const parts: Promise<void>[] = [];
       for (let a = 0; a < n; a += part) {
         while (this.#inFlight >= parallel) await new Promise<void>((r) => (this.#readEnded = r));
@@ -71,19 +86,23 @@ export class Reader {
         read.catch(() => undefined); // awaited through the piece, which may be made after it failed
         parts.push(read);
       }
-      const x: Piece = { k, buf, n, done: Promise.all(parts).then(() => buf.unmap()), read: false };
-      x.done.then(
-        () => (x.read = true),
-        () => (t.failed = true),
-      );
-      x.done.finally(() => this.#reading.splice(this.#reading.indexOf(x), 1)).catch(() => undefined);
-      this.#reading.push(x);
-      t.pieces[k] = x;
-      const wake = t.onPiece;
-      t.onPiece = null;
-      wake?.();
+      this.#add(t, { k, buf, n, done: Promise.all(parts).then(() => buf.unmap()), read: false });
     }
     void Promise.allSettled(t.pieces.map((x) => x.done)).then(t.finishReader);
+  }
+
+  /** Piece `x` of `t` is being read: the op may take it (in order); the window counts it until it settles. */
+  #add(t: Transfer, x: Piece): void {
+    x.done.then(
+      () => (x.read = true),
+      () => (t.failed = true),
+    );
+    x.done.finally(() => this.#reading.splice(this.#reading.indexOf(x), 1)).catch(() => undefined);
+    this.#reading.push(x);
+    t.pieces[x.k] = x;
+    const wake = t.onPiece;
+    t.onPiece = null;
+    wake?.();
   }
 
   readonly #ended = (): void => {

@@ -110,7 +110,8 @@ export interface Transfer {
 /** A piece being read (or read) into a staging buffer. */
 export interface Piece {
   k: number;
-  buf: PinnedBuffer;
+  /** null for a piece that failed before it had staging (`done` rejects). */
+  buf: PinnedBuffer | null;
   n: number;
   /** Read and unmapped; rejects with the read's UploadSourceError. */
   done: Promise<void>;
@@ -205,7 +206,7 @@ async function copyPieces(t: Transfer): Promise<void> {
   for (let k = 0; k < total; ) {
     const x = t.pieces[k];
     if (x?.read) {
-      t.copies.upload(x.buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + k * piece, size: x.n });
+      t.copies.upload(x.buf!, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + k * piece, size: x.n });
       k++;
     } else if (x) await x.done;
     else await new Promise<void>((r) => (t.onPiece = r));

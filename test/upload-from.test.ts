@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { openFile } from '../src/node.js';
 import { serveDir } from '../bench/serve.js';
-import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
+import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, StreamError, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -264,6 +264,24 @@ describe(`uploadFrom (seed ${seed})`, () => {
     } finally {
       traced.destroy();
     }
+  });
+
+  it('a context destroyed while a transfer reads ahead fails its op typed; nothing hangs, nothing goes unhandled', async () => {
+    const own = await gpuContext();
+    const data = bytesOf(3 * (8 << 20));
+    let reads = 0;
+    // Slow reads: the context goes while pieces are still being read into its staging.
+    const src = { size: data.length, parallel: 4, read: async (into: Uint8Array, at: number): Promise<number> => (reads++, await new Promise((r) => setTimeout(r, 5)), into.set(data.subarray(at, at + into.byteLength)), into.byteLength) };
+    const s = own.createStream({ label: 'doomed' });
+    const dst = own.alloc(data.length, { label: 'dst' });
+    s.hostFn(() => new Promise<void>((r) => setTimeout(r, 50)));
+    s.uploadFrom(src, dst);
+    s.uploadFrom(src, dst);
+    for (let i = 0; i < 100 && reads === 0; i++) await new Promise((r) => setTimeout(r, 1));
+    own.destroy();
+    const err = await s.synchronize().then(() => null, (e: unknown) => e);
+    expect(err, 'synchronize rejects with a typed error').toBeInstanceOf(StreamError);
+    await new Promise((r) => setTimeout(r, 100)); // reads in flight settle; an unhandled rejection would fail the run
   });
 
   it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
