@@ -282,6 +282,23 @@ describe(`uploadFrom (seed ${seed})`, () => {
     const err = await s.synchronize().then(() => null, (e: unknown) => e);
     expect(err, 'synchronize rejects with a typed error').toBeInstanceOf(StreamError);
     await new Promise((r) => setTimeout(r, 100)); // reads in flight settle; an unhandled rejection would fail the run
+    // The same with libuv's reads from a file writing into the staging while the context goes.
+    const file = await openFile(fileOf('doomed.bin', data), { parallel: 4 });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const c = await gpuContext();
+        const t = c.createStream({ label: 'doomed file' });
+        const d = c.alloc(data.length, { label: 'dst' });
+        t.hostFn(() => new Promise<void>((r) => setTimeout(r, 30)));
+        t.uploadFrom(file, d);
+        await new Promise((r) => setTimeout(r, 1 + round));
+        c.destroy();
+        expect(await t.synchronize().then(() => null, (e: unknown) => e)).toBeInstanceOf(StreamError);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      await file.close();
+    }
   });
 
   it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
