@@ -87,7 +87,7 @@ export class GpuValidationError extends StreamError {
   override name = 'GpuValidationError';
 }
 
-/** A host function (`stream.hostFn`) threw or rejected; `cause` holds what it threw. */
+/** A host function (`stream.hostFn`) or an encode callback (`stream.encode`) threw or rejected; `cause` holds what it threw. */
 export class HostFnError extends StreamError {
   override name = 'HostFnError';
 }

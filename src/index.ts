@@ -6,6 +6,7 @@ export { createContext, Context, PRIORITY_RANGE } from './context.js';
 export type { ContextOptions, AdapterInfo, BuiltinKernels } from './context.js';
 export { Stream } from './stream.js';
 export type { LaunchOptions, CopyOptions, Bindable } from './stream.js';
+export type { EncodeOptions, EncodeAccess } from './encode-op.js';
 export type { UploadSource, RandomAccessSource, UploadFromOptions } from './upload-from.js';
 export { SafetensorsFile, safetensorsHeader, encodeSafetensors } from './safetensors.js';
 export { httpSource } from './http-source.js';

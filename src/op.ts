@@ -15,7 +15,7 @@ import type { Kernel } from './kernels.js';
 import type { StagingSlice } from './transfer.js';
 import type { StreamClock, VectorClock } from './clock.js';
 
-export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'hostFn' | 'record' | 'wait';
+export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'encode' | 'hostFn' | 'record' | 'wait';
 
 export interface LaunchPayload {
   kind: 'launch';
@@ -55,6 +55,21 @@ export interface DownloadPayload {
   /** Pooled read-back buffer, taken at encode. */
   readback: GPUBuffer | null;
 }
+/** Bytes [start, end) of a buffer an op touches. */
+export interface ByteRange {
+  buffer: GPUBuffer;
+  label: string;
+  start: number;
+  end: number;
+}
+export interface EncodePayload {
+  kind: 'encode';
+  /** The app's commands, recorded into the op's own command encoder. */
+  fn: (encoder: GPUCommandEncoder) => void;
+  /** What they read and write, as declared (the sanitizer checks them). */
+  reads: ByteRange[];
+  writes: ByteRange[];
+}
 export interface HostFnPayload {
   kind: 'hostFn';
   fn: () => unknown;
@@ -83,7 +98,7 @@ export interface WaitPayload {
 }
 
 
-export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | HostFnPayload | RecordPayload | WaitPayload;
+export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | EncodePayload | HostFnPayload | RecordPayload | WaitPayload;
 
 /**
  * What a completed op keeps of its payload: its kind only (a record keeps its timestamp), so a
@@ -94,6 +109,7 @@ const RELEASED: Record<Exclude<OpKind, 'record'>, Payload> = Object.freeze({
   copy: Object.freeze({ kind: 'copy' }) as unknown as Payload,
   upload: Object.freeze({ kind: 'upload', pinned: null, staging: null }) as unknown as Payload,
   download: Object.freeze({ kind: 'download', pinned: null, view: null, readback: null }) as unknown as Payload,
+  encode: Object.freeze({ kind: 'encode' }) as unknown as Payload,
   hostFn: Object.freeze({ kind: 'hostFn' }) as unknown as Payload,
   wait: Object.freeze({ kind: 'wait', what: '', clock: null, unrecorded: false }) as unknown as Payload,
 });
@@ -183,6 +199,8 @@ export class Op {
         return `${this.payload.kind} ${a}->${this.target}`;
       case 'hostFn':
         return a ? `hostFn ${a}` : 'hostFn';
+      case 'encode':
+        return a ? `encode ${a}` : 'encode';
       case 'wait':
         return `wait ${a}`;
       case 'record':
@@ -199,7 +217,7 @@ export class Op {
   /** True when the op runs on the GPU queue (as opposed to the host or as a marker). */
   get isGpu(): boolean {
     const k = this.payload.kind;
-    return k === 'launch' || k === 'copy' || k === 'upload' || k === 'download' || (k === 'record' && this.payload.timing);
+    return k === 'launch' || k === 'copy' || k === 'upload' || k === 'download' || k === 'encode' || (k === 'record' && this.payload.timing);
   }
 
   site(): { op: string; stream: string; context: string; callSite: Error | undefined } {

@@ -200,6 +200,14 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
       return dev(p.src, p.srcOffset, p.srcOffset + p.size, false) ?? (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true));
     case 'hostFn':
       return p.writes ? visit(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true) : null;
+    case 'encode':
+      for (const [list, write] of [[p.reads, false], [p.writes, true]] as const) {
+        for (const a of list) {
+          const r = visit(a.buffer, a.label, a.start, a.end, write);
+          if (r !== null && r !== undefined) return r;
+        }
+      }
+      return null;
     default:
       return null;
   }

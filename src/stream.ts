@@ -5,6 +5,8 @@
  * the scheduler merges every stream into it (see scheduler.ts).
  */
 import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { argName, CallSite, type Site } from './call-site.js';
+import { declaredRanges, type EncodeOptions } from './encode-op.js';
 import { GpuEvent } from './event.js';
 import { joinHost } from './clock.js';
 import { BufferUsage } from './gpu-constants.js';
@@ -63,35 +65,6 @@ export interface StreamHost {
 }
 
 const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
-
-/** `src`, or `bindings[1] (out)` for a kernel binding. */
-function argName(what: string | number, binding: string | undefined): string {
-  return typeof what === 'number' ? `bindings[${what}] (${binding})` : what;
-}
-
-/** Where a call came from: `callSite` for errors thrown at the call, `enqueueSite` kept with the op. */
-interface Site extends ErrorSite {
-  op: string;
-  stream: string;
-  context: string;
-  readonly callSite: Error | undefined;
-  enqueueSite: Error | undefined;
-}
-
-/** A call's site; its stack is captured only when an error needs it (or eagerly, as enqueueSite). */
-class CallSite implements Site {
-  #lazy: Error | undefined;
-  constructor(
-    readonly op: string,
-    readonly stream: string,
-    readonly context: string,
-    public enqueueSite: Error | undefined,
-    readonly capture: boolean,
-  ) {}
-  get callSite(): Error | undefined {
-    return this.enqueueSite ?? (this.capture ? (this.#lazy ??= captureSite(true)) : undefined);
-  }
-}
 
 export class Stream {
   /** @internal */
@@ -257,6 +230,27 @@ export class Stream {
     const r = this.#range(options, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
     return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host', tracked === NONE).id;
+  }
+
+  /**
+   * The app's own commands at this point of the stream (a render pass, a texture copy, another
+   * library's dispatches): `fn(encoder)` records them when the op is encoded, into a command buffer
+   * of their own (do not finish or submit the encoder). `reads` / `writes` declare the buffers or
+   * byte ranges they touch: kept alive until the op completes, checked by the sanitizer. A throw
+   * fails this op with HostFnError, commands WebGPU rejects with GpuValidationError.
+   * @returns the op id
+   */
+  encode(fn: (encoder: GPUCommandEncoder) => void, options: EncodeOptions = {}): number {
+    const site = this.#site('encode', true);
+    expectFunction('fn', fn, site);
+    const o = expectObject('options', options, site);
+    expectKnownKeys('options', o, ['reads', 'writes', 'label'], site);
+    const tracked: DeviceBuffer[] = [];
+    const unwrap = (b: unknown, what: string, at: ErrorSite): { buffer: GPUBuffer; label: string; size: number } => this.#unwrap(b, what, at);
+    const reads = declaredRanges(o.reads, 'reads', unwrap, site, tracked);
+    const writes = declaredRanges(o.writes, 'writes', unwrap, site, tracked);
+    const label = o.label === undefined ? '' : String(o.label);
+    return this.#enqueue({ kind: 'encode', fn, reads, writes }, NONE, tracked.length ? tracked : NONE, site, label, '', true).id;
   }
 
   /** H2D from a file (`openFile`, Node), a `ReadableStream` or chunks, through pinned staging (upload-from.ts). @returns the op id */

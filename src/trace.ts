@@ -49,7 +49,7 @@ interface ClockSource {
   gpuToHostMs(ns: bigint): number | null;
 }
 
-const GPU_KIND = { launch: 'kernel', copy: 'copy', upload: 'upload', download: 'download' } as const;
+const GPU_KIND = { launch: 'kernel', copy: 'copy', upload: 'upload', download: 'download', encode: 'kernel' } as const;
 
 /** Appends `x`, dropping the oldest entries in chunks once past `limit` (amortized O(1): a bounded ring that stays an array). */
 function pushBounded<T>(list: T[], x: T, limit: number): void {

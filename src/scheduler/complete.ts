@@ -90,6 +90,14 @@ export class Completer {
 
   submit(b: Batch): void {
     const device = this.host.device;
+    if (b.thrown !== undefined) {
+      // A stream.encode callback threw: its batch (that op alone) is dropped, unsubmitted.
+      const op = b.ops[0]!;
+      void device.popErrorScope().catch(() => undefined);
+      if (b.ts) this.encoder.releaseTimestamps(b.ts);
+      this.fail(op, new HostFnError(`the encode callback threw: ${describeThrown(b.thrown)}`, { ...op.site(), cause: b.thrown }));
+      return;
+    }
     const cmd = this.encoder.finish(b);
     b.tSubmit = performance.now();
     this.#queue.submit([cmd]);
@@ -97,13 +105,8 @@ export class Completer {
     // so an error here fails the ops of this submit; an isolated op is alone in its.
     const popped = device.popErrorScope();
     // As a value (never rejecting), only for the parts that wait on it: an isolated op, read-backs.
-    const validation =
-      b.isolated || b.readbacks.length > 0
-        ? popped.then(
-            (err) => err,
-            (e: unknown) => ({ message: describeThrown(e) }) as GPUError,
-          )
-        : null;
+    const asValue = (e: unknown): GPUError => ({ message: describeThrown(e) }) as GPUError;
+    const validation = b.isolated || b.readbacks.length > 0 ? popped.then((err) => err, asValue) : null;
     this.inFlight++;
     this.inFlightBatches.push(b);
     const trace = this.host.trace;
@@ -144,10 +147,7 @@ export class Completer {
     for (let i = 0; i < b.readbacks.length; i++) this.#readBack(b.readbacks[i]!, validation!);
     if (b.ts) this.#readTimestamps(b);
     // The batch completes once validated and done on the GPU (#finishIfJoined); no Promise.all.
-    popped.then(
-      (err) => this.#validated(b, err ?? null),
-      (e: unknown) => this.#validated(b, { message: describeThrown(e) } as GPUError),
-    );
+    popped.then((err) => this.#validated(b, err ?? null), (e: unknown) => this.#validated(b, asValue(e)));
     const queue = this.#queue;
     const worked = (): void => {
       b.worked = true;

@@ -39,6 +39,8 @@ export class Batch {
   error: GPUError | null = null;
   worked = false;
   finished = false;
+  /** What a `stream.encode` callback threw (its batch is then not submitted). */
+  thrown: unknown = undefined;
   constructor(
     readonly id: number,
     readonly encoder: GPUCommandEncoder,
@@ -137,6 +139,24 @@ export class Encoder {
         enc.beginComputePass({ label: op.name, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
         b.timed.push({ op, begin: index, end: index });
         op.pendingParts++;
+        break;
+      }
+      case 'encode': {
+        // The app's own commands (stream.encode), alone in their batch (an isolated op): a throw
+        // fails this op, and its command buffer is not submitted (see Completer.submit).
+        const index = timed && this.hasQueryRoom(b) ? this.#allocQueries(b, 2) : -1;
+        if (index >= 0) enc.beginComputePass({ label: `${op.name} begin`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
+        try {
+          p.fn(enc);
+        } catch (e) {
+          b.thrown = e;
+          break;
+        }
+        if (index >= 0) {
+          enc.beginComputePass({ label: `${op.name} end`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index + 1 } }).end();
+          b.timed.push({ op, begin: index, end: index + 1 });
+          op.pendingParts++;
+        }
         break;
       }
       default:

@@ -1,0 +1,41 @@
+/**
+ * `stream.encode(fn, { reads, writes })`: the app's own commands at a point of a stream. What it
+ * declares the commands touch (buffers, or byte ranges of them) keeps them alive until the op
+ * completes and lets the stream sanitizer check them; WebGPU validates the commands themselves.
+ */
+import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { DeviceBuffer } from './memory.js';
+import type { ByteRange } from './op.js';
+import { expectInteger, showValue } from './validate.js';
+
+/** A buffer the commands touch, whole or in part. */
+export type EncodeAccess = DeviceBuffer | GPUBuffer | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number };
+
+export interface EncodeOptions {
+  /** Buffers (or byte ranges) the commands read. */
+  reads?: readonly EncodeAccess[];
+  /** Buffers (or byte ranges) the commands write. */
+  writes?: readonly EncodeAccess[];
+  /** Names the op in errors and traces. */
+  label?: string;
+}
+
+type Unwrap = (b: unknown, what: string, site: ErrorSite) => { buffer: GPUBuffer; label: string; size: number };
+
+const isBuffer = (x: unknown): boolean => x instanceof DeviceBuffer || (typeof x === 'object' && x !== null && typeof (x as GPUBuffer).mapAsync === 'function');
+
+/** The byte ranges `list` (option `what`) declares; DeviceBuffers among them go into `tracked`. */
+export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceBuffer[]): ByteRange[] {
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
+  return list.map((x: unknown, i) => {
+    const whole = isBuffer(x);
+    const r = (whole ? { buffer: x } : x) as { buffer?: unknown; offset?: unknown; size?: unknown };
+    if (typeof r !== 'object' || r === null) throw new InvalidArgumentError(`Expected \`${what}[${i}]\` to be a buffer or { buffer, offset?, size? }, got ${showValue(x)}`, site);
+    const b = unwrap(r.buffer, `${what}[${i}]${whole ? '' : '.buffer'}`, site);
+    const start = expectInteger(`${what}[${i}].offset`, r.offset ?? 0, 0, b.size, site);
+    const size = expectInteger(`${what}[${i}].size`, r.size ?? b.size - start, 0, b.size - start, site);
+    if (r.buffer instanceof DeviceBuffer && !tracked.includes(r.buffer)) tracked.push(r.buffer);
+    return { buffer: b.buffer, label: b.label, start, end: start + size };
+  });
+}

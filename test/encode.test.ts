@@ -1,0 +1,152 @@
+/**
+ * `stream.encode` (src/encode-op.ts) on real WebGPU (Dawn): the app's own commands (a copy, a
+ * compute pass of its own pipeline) run at their place in the stream, checked against a CPU
+ * reference on seeded random data; a throw or commands WebGPU rejects fail that op alone, typed;
+ * declared buffers stay alive until the op completed; the sanitizer sees what is declared; the call
+ * checks its arguments.
+ */
+import { describe, expect, it } from 'vitest';
+import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
+import { GpuValidationError, HostFnError, InvalidArgumentError, StreamRaceError, workgroupsFor, type Context } from '../src/index.js';
+
+type GpuCtx = Context & { errors: string[] };
+let ctx: GpuCtx;
+useGpuContext((c) => (ctx = c), { trace: true });
+
+const seed = randomSeed();
+const r = rng(seed);
+
+/** The app's own pipeline: out[i] = 2 * in[i]. */
+function doubler(device: GPUDevice): { pipeline: GPUComputePipeline; bind: (a: GPUBuffer, b: GPUBuffer) => GPUBindGroup } {
+  const module = device.createShaderModule({
+    code: `@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3u) { if (id.x < arrayLength(&a)) { b[id.x] = 2.0 * a[id.x]; } }`,
+  });
+  const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  return { pipeline, bind: (a, b) => device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: a } }, { binding: 1, resource: { buffer: b } }] }) };
+}
+
+describe(`stream.encode (seed ${seed})`, () => {
+  it("runs the app's own copy and compute pass at their place in the stream, between the library's ops", async () => {
+    const n = 1000 + (r.u32() % 1000);
+    const a = r.f32Array(n, -10, 10);
+    const b = r.f32Array(n, -10, 10);
+    const [da, db, t, u, out] = [0, 1, 2, 3, 4].map((i) => ctx.alloc(n * 4, { label: `b${i}` })) as [ReturnType<Context['alloc']>, ReturnType<Context['alloc']>, ReturnType<Context['alloc']>, ReturnType<Context['alloc']>, ReturnType<Context['alloc']>];
+    const { pipeline, bind } = doubler(ctx.device);
+    const s = ctx.createStream({ label: 'app' });
+    s.upload(a, da);
+    s.upload(b, db);
+    s.launch(ctx.kernels.vectorAdd, { bindings: [da, db, t], workgroups: workgroupsFor(n, 256) }); // t = a + b
+    s.encode(
+      (enc) => {
+        const pass = enc.beginComputePass();
+        pass.setPipeline(pipeline);
+        pass.setBindGroup(0, bind(t.buffer, u.buffer));
+        pass.dispatchWorkgroups(Math.ceil(n / 64));
+        pass.end(); // u = 2(a + b)
+        enc.copyBufferToBuffer(u.buffer, 0, da.buffer, 0, n * 4); // da = u
+      },
+      { reads: [t, u], writes: [u, da], label: 'double' },
+    );
+    s.launch(ctx.kernels.vectorAdd, { bindings: [da, db, out], workgroups: workgroupsFor(n, 256) }); // out = 2(a + b) + b
+    const got = new Float32Array(n);
+    s.download(out, got);
+    await s.synchronize();
+    const twice = vectorAddRef(a, b).map((x) => Math.fround(2 * x));
+    expect(firstMismatch(got, vectorAddRef(twice, b)), `seed ${seed}`).toBeNull();
+    expect(ctx.trace.spans().some((x) => x.name === 'encode double'), 'the op is on the timeline').toBe(true);
+  });
+
+  it('a throw fails that op (HostFnError, with the cause); another stream is untouched, and its own goes on after the report', async () => {
+    const n = 256;
+    const x = r.f32Array(n);
+    const bad = ctx.createStream({ label: 'bad' });
+    const good = ctx.createStream({ label: 'good' });
+    const buf = ctx.alloc(n * 4);
+    const other = ctx.alloc(n * 4);
+    const boom = new Error('app bug');
+    bad.encode(() => {
+      throw boom;
+    });
+    const after = new Float32Array(n);
+    bad.download(buf, after);
+    good.upload(x, other);
+    const back = new Float32Array(n);
+    good.download(other, back);
+    const err = await bad.synchronize().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(HostFnError);
+    expect((err as HostFnError).cause).toBe(boom);
+    expect((err as Error).message).toMatch(/encode callback threw: .*app bug/);
+    await good.synchronize();
+    expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+    // The stream goes on after the report.
+    bad.upload(x, buf);
+    bad.download(buf, after);
+    await bad.synchronize();
+    expect(firstMismatch(after, x), `seed ${seed}`).toBeNull();
+  });
+
+  it('commands WebGPU rejects fail that op with GpuValidationError; other streams and their data are intact', async () => {
+    const n = 128;
+    const x = r.f32Array(n);
+    const small = ctx.alloc(64, { label: 'small' });
+    const bad = ctx.createStream({ label: 'rejected' });
+    const good = ctx.createStream({ label: 'fine' });
+    bad.encode((enc) => enc.copyBufferToBuffer(small.buffer, 0, small.buffer, 32, 64), { reads: [small], writes: [small] }); // out of range, overlapping
+    const keep = ctx.alloc(n * 4);
+    good.upload(x, keep);
+    const back = new Float32Array(n);
+    good.download(keep, back);
+    await expect(bad.synchronize()).rejects.toBeInstanceOf(GpuValidationError);
+    await good.synchronize();
+    expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+    expect(ctx.errors, 'no uncaptured error: the op caught it').toEqual([]);
+  });
+
+  it('a declared buffer destroyed after the call stays alive until the op completed', async () => {
+    const n = 512;
+    const x = r.f32Array(n);
+    const src = ctx.alloc(n * 4, { label: 'src' });
+    const dst = ctx.alloc(n * 4, { label: 'dst' });
+    const s = ctx.createStream({ label: 'lifetime' });
+    s.upload(x, src);
+    s.encode((enc) => enc.copyBufferToBuffer(src.buffer, 0, dst.buffer, 0, n * 4), { reads: [src], writes: [dst] });
+    src.destroy(); // deferred: the encode op still uses it
+    const back = new Float32Array(n);
+    s.download(dst, back);
+    await s.synchronize();
+    expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+  });
+
+  it('the stream sanitizer checks what is declared: an unordered read of a buffer another stream writes throws at the call', async () => {
+    const san = await gpuContext({ sanitize: 'throw' });
+    try {
+      const buf = san.alloc(1024, { label: 'shared' });
+      const out = san.alloc(1024, { label: 'out' });
+      const load = san.createStream({ label: 'load' });
+      const app = san.createStream({ label: 'app' });
+      load.upload(new Float32Array(256).fill(1), buf);
+      const copy = (enc: GPUCommandEncoder): void => enc.copyBufferToBuffer(buf.buffer, 256, out.buffer, 0, 256);
+      expect(() => app.encode(copy, { reads: [{ buffer: buf, offset: 256, size: 256 }], writes: [out] })).toThrow(StreamRaceError);
+      const ev = san.createEvent();
+      ev.record(load);
+      app.waitEvent(ev);
+      app.encode(copy, { reads: [{ buffer: buf, offset: 256, size: 256 }], writes: [out] }); // ordered: no race
+      await app.synchronize();
+    } finally {
+      san.destroy();
+    }
+  });
+
+  it('checks the call: the callback, the declarations and their ranges, unknown options', () => {
+    const s = ctx.createStream({ label: 'checks' });
+    const b = ctx.alloc(256, { label: 'b' });
+    expect(() => s.encode(42 as never)).toThrow(InvalidArgumentError);
+    expect(() => s.encode(() => {}, { reads: b as never })).toThrow(/Expected `reads` to be an array/);
+    expect(() => s.encode(() => {}, { writes: [{ buffer: b, offset: 128, size: 256 }] })).toThrow(/writes\[0\]\.size/);
+    expect(() => s.encode(() => {}, { reads: [new Float32Array(4) as never] })).toThrow(/reads\[0\]\.buffer/);
+    expect(() => s.encode(() => {}, { bogus: 1 } as never)).toThrow(/bogus/);
+    expect(s.pendingOps).toBe(0);
+  });
+});
