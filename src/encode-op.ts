@@ -24,6 +24,16 @@ type Unwrap = (b: unknown, what: string, site: ErrorSite) => { buffer: GPUBuffer
 
 const isBuffer = (x: unknown): boolean => x instanceof DeviceBuffer || (typeof x === 'object' && x !== null && typeof (x as GPUBuffer).mapAsync === 'function');
 
+/** `list` checked to be command buffers (finished encoders, not yet submitted: a submit takes each once). */
+export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCommandBuffer[] {
+  const type = (globalThis as { GPUCommandBuffer?: abstract new () => unknown }).GPUCommandBuffer;
+  list.forEach((x, i) => {
+    const ok = type ? x instanceof type : typeof x === 'object' && x !== null && typeof (x as GPUCommandEncoder).finish !== 'function' && !('size' in x);
+    if (!ok) throw new InvalidArgumentError(`Expected \`commands[${i}]\` to be a GPUCommandBuffer (encoder.finish()), got ${showValue(x)}`, site);
+  });
+  return list.slice() as GPUCommandBuffer[];
+}
+
 /** The byte ranges `list` (option `what`) declares; DeviceBuffers among them go into `tracked`. */
 export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceBuffer[]): ByteRange[] {
   if (list === undefined) return [];

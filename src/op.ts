@@ -64,8 +64,10 @@ export interface ByteRange {
 }
 export interface EncodePayload {
   kind: 'encode';
-  /** The app's commands, recorded into the op's own command encoder. */
-  fn: (encoder: GPUCommandEncoder) => void;
+  /** The app's commands, recorded into the op's own command encoder; or null with `commandBuffers`. */
+  fn: ((encoder: GPUCommandEncoder) => void) | null;
+  /** Command buffers finished elsewhere, submitted at the op's place. */
+  commandBuffers: GPUCommandBuffer[] | null;
   /** What they read and write, as declared (the sanitizer checks them). */
   reads: ByteRange[];
   writes: ByteRange[];

@@ -6,7 +6,7 @@
  */
 import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { argName, CallSite, type Site } from './call-site.js';
-import { declaredRanges, type EncodeOptions } from './encode-op.js';
+import { commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
 import { GpuEvent } from './event.js';
 import { joinHost } from './clock.js';
 import { BufferUsage } from './gpu-constants.js';
@@ -234,15 +234,17 @@ export class Stream {
 
   /**
    * The app's own commands at this point of the stream (a render pass, a texture copy, another
-   * library's dispatches): `fn(encoder)` records them when the op is encoded, into a command buffer
-   * of their own (do not finish or submit the encoder). `reads` / `writes` declare the buffers or
-   * byte ranges they touch: kept alive until the op completes, checked by the sanitizer. A throw
-   * fails this op with HostFnError, commands WebGPU rejects with GpuValidationError.
+   * library's dispatches): `commands(encoder)` records them when the op is encoded, into a command
+   * buffer of their own (do not finish or submit the encoder); or command buffers finished
+   * elsewhere, submitted here. `reads` / `writes` declare the buffers or byte ranges they touch:
+   * kept alive until the op completes, checked by the sanitizer. A throw fails this op with
+   * HostFnError, commands WebGPU rejects with GpuValidationError.
    * @returns the op id
    */
-  encode(fn: (encoder: GPUCommandEncoder) => void, options: EncodeOptions = {}): number {
+  encode(commands: ((encoder: GPUCommandEncoder) => void) | readonly GPUCommandBuffer[], options: EncodeOptions = {}): number {
     const site = this.#site('encode', true);
-    expectFunction('fn', fn, site);
+    const list = Array.isArray(commands) ? commandBuffers(commands, site) : null;
+    if (!list) expectFunction('commands', commands, site);
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['reads', 'writes', 'label'], site);
     const tracked: DeviceBuffer[] = [];
@@ -250,7 +252,8 @@ export class Stream {
     const reads = declaredRanges(o.reads, 'reads', unwrap, site, tracked);
     const writes = declaredRanges(o.writes, 'writes', unwrap, site, tracked);
     const label = o.label === undefined ? '' : String(o.label);
-    return this.#enqueue({ kind: 'encode', fn, reads, writes }, NONE, tracked.length ? tracked : NONE, site, label, '', true).id;
+    const fn = list ? null : (commands as (encoder: GPUCommandEncoder) => void);
+    return this.#enqueue({ kind: 'encode', fn, commandBuffers: list, reads, writes }, NONE, tracked.length ? tracked : NONE, site, label, '', true).id;
   }
 
   /** H2D from a file (`openFile`, Node), a `ReadableStream` or chunks, through pinned staging (upload-from.ts). @returns the op id */

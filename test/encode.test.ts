@@ -139,6 +139,58 @@ describe(`stream.encode (seed ${seed})`, () => {
     }
   });
 
+  it('submits command buffers finished elsewhere at their place; one submitted twice fails that op alone', async () => {
+    const n = 700;
+    const x = r.f32Array(n, -5, 5);
+    const a = ctx.alloc(n * 4, { label: 'a' });
+    const b = ctx.alloc(n * 4, { label: 'b' });
+    const sum = ctx.alloc(n * 4, { label: 'sum' });
+    const s = ctx.createStream({ label: 'elsewhere' });
+    const enc = ctx.device.createCommandEncoder();
+    enc.copyBufferToBuffer(a.buffer, 0, b.buffer, 0, n * 4); // recorded now, runs at its place below
+    const cb = enc.finish();
+    s.upload(x, a);
+    s.encode([cb], { reads: [a], writes: [b] });
+    s.launch(ctx.kernels.vectorAdd, { bindings: [a, b, sum], workgroups: workgroupsFor(n, 256) });
+    const got = new Float32Array(n);
+    s.download(sum, got);
+    await s.synchronize();
+    expect(firstMismatch(got, vectorAddRef(x, x)), `seed ${seed}`).toBeNull();
+    s.encode([cb]); // a command buffer is submitted once
+    await expect(s.synchronize()).rejects.toBeInstanceOf(GpuValidationError);
+    expect(() => s.encode([ctx.device.createCommandEncoder() as never])).toThrow(/commands\[0\]/);
+    expect(ctx.errors).toEqual([]);
+  });
+
+  it("the app's own queue.submit follows what streams enqueued once ctx.flush() ran; before it, it goes first (the documented rule)", async () => {
+    const n = 300;
+    const [d0, d1, d2] = [r.f32Array(n), r.f32Array(n), r.f32Array(n)];
+    const x = ctx.alloc(n * 4, { label: 'x' });
+    const y = ctx.alloc(n * 4, { label: 'y' });
+    const s = ctx.createStream({ label: 'lib' });
+    const appCopy = (): void => {
+      const enc = ctx.device.createCommandEncoder();
+      enc.copyBufferToBuffer(x.buffer, 0, y.buffer, 0, n * 4);
+      ctx.device.queue.submit([enc.finish()]);
+    };
+    const yNow = async (): Promise<Float32Array> => {
+      await ctx.device.queue.onSubmittedWorkDone();
+      const out = new Float32Array(n);
+      s.download(y, out);
+      await s.synchronize();
+      return out;
+    };
+    s.upload(d0, x);
+    await s.synchronize();
+    s.upload(d1, x); // enqueued, submitted on a microtask
+    appCopy(); // the app's submit, in the same task: before the library's
+    expect(firstMismatch(await yNow(), d0), `seed ${seed}: the app's copy went first`).toBeNull();
+    s.upload(d2, x);
+    ctx.flush(); // the rule: flush, then your own submit
+    appCopy();
+    expect(firstMismatch(await yNow(), d2), `seed ${seed}: after ctx.flush() the app's copy follows`).toBeNull();
+  });
+
   it('checks the call: the callback, the declarations and their ranges, unknown options', () => {
     const s = ctx.createStream({ label: 'checks' });
     const b = ctx.alloc(256, { label: 'b' });

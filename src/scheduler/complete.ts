@@ -100,7 +100,7 @@ export class Completer {
     }
     const cmd = this.encoder.finish(b);
     b.tSubmit = performance.now();
-    this.#queue.submit([cmd]);
+    this.#queue.submit(b.extra ? [cmd, ...b.extra] : [cmd]);
     // The validation scope opened with the batch: what the call could check was checked there,
     // so an error here fails the ops of this submit; an isolated op is alone in its.
     const popped = device.popErrorScope();

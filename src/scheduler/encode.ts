@@ -41,6 +41,8 @@ export class Batch {
   finished = false;
   /** What a `stream.encode` callback threw (its batch is then not submitted). */
   thrown: unknown = undefined;
+  /** Command buffers of a `stream.encode` from elsewhere, submitted after the batch's own. */
+  extra: GPUCommandBuffer[] | null = null;
   constructor(
     readonly id: number,
     readonly encoder: GPUCommandEncoder,
@@ -144,10 +146,11 @@ export class Encoder {
       case 'encode': {
         // The app's own commands (stream.encode), alone in their batch (an isolated op): a throw
         // fails this op, and its command buffer is not submitted (see Completer.submit).
-        const index = timed && this.hasQueryRoom(b) ? this.#allocQueries(b, 2) : -1;
+        const index = timed && !p.commandBuffers && this.hasQueryRoom(b) ? this.#allocQueries(b, 2) : -1; // buffers from elsewhere run after these passes
         if (index >= 0) enc.beginComputePass({ label: `${op.name} begin`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
+        if (p.commandBuffers) b.extra = p.commandBuffers;
         try {
-          p.fn(enc);
+          p.fn?.(enc);
         } catch (e) {
           b.thrown = e;
           break;
