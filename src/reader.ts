@@ -47,7 +47,7 @@ export class Reader {
       try {
         await this.#read(t, t.source as RandomAccessSource);
       } catch (e) {
-        // Nothing in #read should throw; if it does, the op fails on it rather than waiting.
+        // A mapped range detached under it (the context destroyed mid-read): the op fails on it, not waits.
         this.#add(t, { k: t.pieces.length, buf: null, n: 0, done: Promise.reject(e), read: false });
         void Promise.allSettled(t.pieces.map((x) => x.done)).then(t.finishReader);
       }
