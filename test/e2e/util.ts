@@ -71,3 +71,40 @@ export function runCommand(command: string, args: string[], options: RunOptions)
     });
   });
 }
+
+/** What a self-checking fixture page exposes as `window.__e2e`. */
+export interface FixtureResult {
+  ok: boolean;
+  detail: string;
+  checks: string[];
+}
+
+/**
+ * Builds the fixture page in `dir` with Vite, serves it, opens it in headless Chromium with `?seed=`,
+ * and returns its `window.__e2e` once done, with the page's console.
+ */
+export async function runFixturePage(dir: string, seed: number): Promise<{ result: FixtureResult; logs: string[] }> {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { build } = await import('vite');
+  const { launchChrome } = await import('../../bench/browser');
+  const { serveDir } = await import('../../bench/serve');
+  const outDir = mkdtempSync(join(tmpdir(), 'webgpu-streams-fixture-'));
+  await build({ root: dir, configFile: false, logLevel: 'warn', base: './', build: { outDir, emptyOutDir: true, target: 'es2022', minify: false } });
+  const server = await serveDir(outDir);
+  const chrome = await launchChrome();
+  const logs: string[] = [];
+  try {
+    const page = await chrome.newPage();
+    page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${(e as Error).stack ?? String(e)}`));
+    await page.goto(`${server.origin}/?seed=${seed}`, { waitUntil: 'load' });
+    await page.waitForFunction('window.__e2e && window.__e2e.done === true', { timeout: 90_000, polling: 100 });
+    return { result: (await page.evaluate('window.__e2e')) as FixtureResult, logs };
+  } finally {
+    await chrome.close();
+    await server.close();
+    rmSync(outDir, { recursive: true, force: true });
+  }
+}
