@@ -7,6 +7,7 @@
 import * as ort from 'onnxruntime-web/webgpu';
 import { createContext } from '../../../src/index';
 import { randomSeed, rng } from '../../../bench/reference';
+import { checkRelu, report } from '../interop';
 
 /** Protobuf: a varint, a field key, and a length-delimited field. */
 const varint = (n: number): number[] => {
@@ -30,8 +31,7 @@ function model(m: number, k: number, n: number): Uint8Array {
   return new Uint8Array([...int(1, 8), ...field(7, graph), ...field(8, [...field(1, ''), ...int(2, 17)])]);
 }
 
-async function run(): Promise<{ ok: boolean; detail: string; checks: string[] }> {
-  const seed = Number(new URLSearchParams(location.search).get('seed')) || randomSeed();
+async function run(seed: number): Promise<string[]> {
   const r = rng(seed);
   const checks: string[] = [];
   const ctx = await createContext({ label: 'ort', sanitize: 'throw' });
@@ -58,20 +58,11 @@ async function run(): Promise<{ ok: boolean; detail: string; checks: string[] }>
     for (let t = 0; t < k; t++) acc += a[i * k + t]! * b[t * n + j]!;
     want[i * n + j] = Math.max(0, acc);
   }
-  let bad = -1;
-  for (let i = 0; i < want.length; i++) if (!(Math.abs(got[i]! - want[i]!) <= 1e-4 + 1e-4 * Math.abs(want[i]!))) { bad = i; break; }
-  checks.push(bad < 0 ? `ok: Relu(MatMul) ${m}x${k} @ ${k}x${n} by onnxruntime-web (WebGPU EP) on the shared device == CPU` : `FAIL: element ${bad}: ${got[bad]} != ${want[bad]}`);
-  const nonzero = got.filter((x) => x !== 0).length;
-  checks.push(nonzero > want.length / 4 ? `ok: ${nonzero} of ${want.length} outputs nonzero` : `FAIL: only ${nonzero} nonzero outputs`);
+  checks.push(...checkRelu(`Relu(MatMul) ${m}x${k} @ ${k}x${n} by onnxruntime-web (WebGPU EP) on the shared device == CPU`, got, want));
   out.dispose();
   await session.release();
   ctx.destroy();
-  const failed = checks.filter((c) => c.startsWith('FAIL'));
-  return { ok: failed.length === 0, detail: `${failed.length ? failed.join('; ') : `${checks.length} checks passed`} (seed ${seed})`, checks };
+  return checks;
 }
 
-const w = window as unknown as { __e2e?: unknown };
-run().then(
-  (res) => void (w.__e2e = { done: true, ...res }),
-  (e: unknown) => void (w.__e2e = { done: true, ok: false, detail: e instanceof Error ? `${e.name}: ${e.message}\n${e.stack}` : String(e), checks: [] }),
-);
+report(run, Number(new URLSearchParams(location.search).get('seed')) || randomSeed());

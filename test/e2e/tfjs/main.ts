@@ -9,9 +9,9 @@ import '@tensorflow/tfjs-backend-cpu';
 import { WebGPUBackend } from '@tensorflow/tfjs-backend-webgpu';
 import { createContext } from '../../../src/index';
 import { randomSeed, rng } from '../../../bench/reference';
+import { checkRelu, report } from '../interop';
 
-async function run(): Promise<{ ok: boolean; detail: string; checks: string[] }> {
-  const seed = Number(new URLSearchParams(location.search).get('seed')) || randomSeed();
+async function run(seed: number): Promise<string[]> {
   const r = rng(seed);
   const checks: string[] = [];
   const ctx = await createContext({ label: 'tfjs', sanitize: 'throw' });
@@ -19,7 +19,7 @@ async function run(): Promise<{ ok: boolean; detail: string; checks: string[] }>
   // open a device of its own) is replaced by one that takes the context's.
   tf.removeBackend('webgpu');
   tf.registerBackend('webgpu', () => new WebGPUBackend(ctx.device));
-  if (!(await tf.setBackend('webgpu'))) return { ok: false, detail: 'tfjs could not start its WebGPU backend on the context device', checks };
+  if (!(await tf.setBackend('webgpu'))) return ['FAIL: tfjs could not start its WebGPU backend on the context device'];
   const [m, k, n] = [48, 80, 32];
   const a = r.f32Array(m * k, -1, 1);
   const b = r.f32Array(k * n, -1, 1);
@@ -42,18 +42,9 @@ async function run(): Promise<{ ok: boolean; detail: string; checks: string[] }>
   // tfjs's CPU backend on the same inputs.
   await tf.setBackend('cpu');
   const want = (await tf.relu(tf.matMul(tf.tensor(a, [m, k]), tf.tensor(b, [k, n]))).data()) as Float32Array;
-  let bad = -1;
-  for (let i = 0; i < want.length; i++) if (!(Math.abs(got[i]! - want[i]!) <= 1e-4 + 1e-4 * Math.abs(want[i]!))) { bad = i; break; }
-  checks.push(bad < 0 ? `ok: relu(matMul) ${m}x${k} @ ${k}x${n} on the shared device == tfjs CPU backend` : `FAIL: element ${bad}: ${got[bad]} != ${want[bad]}`);
-  const nonzero = got.filter((x) => x !== 0).length;
-  checks.push(nonzero > want.length / 4 ? `ok: ${nonzero} of ${want.length} outputs nonzero` : `FAIL: only ${nonzero} nonzero outputs`);
+  checks.push(...checkRelu(`relu(matMul) ${m}x${k} @ ${k}x${n} on the shared device == tfjs CPU backend`, got, want));
   ctx.destroy();
-  const failed = checks.filter((c) => c.startsWith('FAIL'));
-  return { ok: failed.length === 0, detail: `${failed.length ? failed.join('; ') : `${checks.length} checks passed`} (seed ${seed})`, checks };
+  return checks;
 }
 
-const w = window as unknown as { __e2e?: unknown };
-run().then(
-  (res) => void (w.__e2e = { done: true, ...res }),
-  (e: unknown) => void (w.__e2e = { done: true, ok: false, detail: e instanceof Error ? `${e.name}: ${e.message}\n${e.stack}` : String(e), checks: [] }),
-);
+report(run, Number(new URLSearchParams(location.search).get('seed')) || randomSeed());
