@@ -8,8 +8,8 @@ import { DeviceBuffer } from './memory.js';
 import type { ByteRange } from './op.js';
 import { expectInteger, showValue } from './validate.js';
 
-/** A buffer the commands touch, whole or in part. */
-export type EncodeAccess = DeviceBuffer | GPUBuffer | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number };
+/** A buffer the commands touch, whole or in part; or a texture (whole: the sanitizer sees it, its lifetime is yours). */
+export type EncodeAccess = DeviceBuffer | GPUBuffer | GPUTexture | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number };
 
 export interface EncodeOptions {
   /** Buffers (or byte ranges) the commands read. */
@@ -22,6 +22,7 @@ export interface EncodeOptions {
 
 type Unwrap = (b: unknown, what: string, site: ErrorSite) => { buffer: GPUBuffer; label: string; size: number };
 
+const isTexture = (x: unknown): x is GPUTexture => typeof x === 'object' && x !== null && typeof (x as GPUTexture).createView === 'function';
 const isBuffer = (x: unknown): boolean => x instanceof DeviceBuffer || (typeof x === 'object' && x !== null && typeof (x as GPUBuffer).mapAsync === 'function');
 
 /** `list` checked to be command buffers (finished encoders, not yet submitted: a submit takes each once). */
@@ -38,7 +39,8 @@ export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCo
 export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceBuffer[]): ByteRange[] {
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
-  return list.map((x: unknown, i) => {
+  return list.map((x: unknown, i): ByteRange => {
+    if (isTexture(x)) return { buffer: x, label: x.label || 'GPUTexture', start: 0, end: 1, texture: true };
     const whole = isBuffer(x);
     const r = (whole ? { buffer: x } : x) as { buffer?: unknown; offset?: unknown; size?: unknown };
     if (typeof r !== 'object' || r === null) throw new InvalidArgumentError(`Expected \`${what}[${i}]\` to be a buffer or { buffer, offset?, size? }, got ${showValue(x)}`, site);

@@ -155,8 +155,10 @@ export interface RaceAccess {
 export interface RaceReport {
   /** `race`: two unordered accesses; `unrecorded-wait`: a wait on an event never recorded (CUDA proceeds silently). */
   kind: 'race' | 'unrecorded-wait';
-  /** The buffer's label (empty for `unrecorded-wait`). */
+  /** The buffer's label (empty for `unrecorded-wait`); a texture's, with `texture` set. */
   buffer: string;
+  /** The race is on a texture declared to `stream.encode` (whole: `range` is [0, 1)). */
+  texture?: true;
   /** The overlapping bytes [start, end); null for `unrecorded-wait`. */
   range: [number, number] | null;
   /** The earlier access; null for `unrecorded-wait`. */

@@ -55,12 +55,13 @@ export interface DownloadPayload {
   /** Pooled read-back buffer, taken at encode. */
   readback: GPUBuffer | null;
 }
-/** Bytes [start, end) of a buffer an op touches. */
+/** Bytes [start, end) of a buffer an op touches; or a whole texture ([0, 1), `texture` set). */
 export interface ByteRange {
-  buffer: GPUBuffer;
+  buffer: GPUBuffer | GPUTexture;
   label: string;
   start: number;
   end: number;
+  texture?: true;
 }
 export interface EncodePayload {
   kind: 'encode';

@@ -44,6 +44,7 @@ interface Access {
 /** A race found while checking, before anything is committed. */
 interface Found {
   buffer: string;
+  texture: boolean;
   first: Access;
   write: boolean;
   start: number;
@@ -51,7 +52,7 @@ interface Found {
 }
 
 let nextEntry = 1;
-const shadows = new WeakMap<GPUBuffer, Shadow>();
+const shadows = new WeakMap<GPUBuffer | GPUTexture, Shadow>();
 const NONE: VectorClock = [];
 /** Host functions' clocks, for what they touch and enqueue while running. */
 const hostFnClocks = new WeakMap<Op, VectorClock>();
@@ -178,7 +179,7 @@ export class Sanitizer {
 }
 
 /** One access of an op: bytes [start, end) of `buffer`, read or written. Returning a value stops the walk. */
-type Visit<T> = (buffer: GPUBuffer, label: string, start: number, end: number, write: boolean) => T | null;
+type Visit<T> = (buffer: GPUBuffer | GPUTexture, label: string, start: number, end: number, write: boolean, texture?: boolean) => T | null;
 
 /** Walks `op`'s accesses in a fixed order (sources before destinations) until `visit` returns a value. */
 function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
@@ -203,7 +204,7 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
     case 'encode':
       for (const [list, write] of [[p.reads, false], [p.writes, true]] as const) {
         for (const a of list) {
-          const r = visit(a.buffer, a.label, a.start, a.end, write);
+          const r = visit(a.buffer, a.label, a.start, a.end, write, a.texture);
           if (r !== null && r !== undefined) return r;
         }
       }
@@ -215,7 +216,7 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
 
 /** The first race of `op`'s accesses (made at clock `vc`, its stream's `entry`), or null. */
 function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
-  return eachAccess(op, (b, label, start, end, write) => check(b, label, start, end, write, vc, entry));
+  return eachAccess(op, (b, label, start, end, write, texture) => check(b, label, start, end, write, vc, entry, false, texture));
 }
 
 /**
@@ -264,7 +265,7 @@ function floor(): VectorClock {
 const before = (a: Access, f: VectorClock): boolean => a.epoch <= (f[a.entry] ?? 0);
 
 /** The access of `buffer` nearest the end that conflicts with this one and is ordered neither way; nothing is changed. */
-function check(buffer: GPUBuffer, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number, hostFnAccess = false): Found | null {
+function check(buffer: GPUBuffer | GPUTexture, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number, hostFnAccess = false, texture = false): Found | null {
   const sh = shadows.get(buffer);
   if (!sh || end <= start) return null;
   const list = sh.list;
@@ -280,13 +281,13 @@ function check(buffer: GPUBuffer, label: string, start: number, end: number, wri
     // Ordered either way: `a` before this access, or (a host function's access, checked when it
     // runs, against ops enqueued after it) this access before `a`.
     if (before(a, hc) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
-    return { buffer: label, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
+    return { buffer: label, texture, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
   }
   return null;
 }
 
 /** Adds `acc` to its buffer's shadow, dropping what it supersedes and, now and then, what the host saw complete. */
-function record(buffer: GPUBuffer, acc: Access): void {
+function record(buffer: GPUBuffer | GPUTexture, acc: Access): void {
   if (acc.end <= acc.start) return; // no bytes, no race
   let sh = shadows.get(buffer);
   if (!sh) shadows.set(buffer, (sh = new Shadow()));
@@ -364,11 +365,11 @@ function raceReport(f: Found, second: RaceAccess): RaceReport {
   const at = (x: RaceAccess): string =>
     x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} at ${place(x.callSite)}` : x === first && x.op !== 0 ? ` (its call site is kept with createContext({ captureStacks: 'all' }))` : '';
   const message =
-    `race on buffer '${f.buffer}' bytes [${range[0]}, ${range[1]}): ${describe(second)} ${verb(second)} them while ${describe(first)} ${verb(first)} them, and nothing orders the two` +
+    `race on ${f.texture ? `texture '${f.buffer}'` : `buffer '${f.buffer}' bytes [${range[0]}, ${range[1]})`}: ${describe(second)} ${verb(second)} ${f.texture ? 'it' : 'them'} while ${describe(first)} ${verb(first)} ${f.texture ? 'it' : 'them'}, and nothing orders the two` +
     `\n  fix: ${fix}` +
     `\n  first: ${describe(first)} (${first.write ? 'write' : 'read'})${at(first)}` +
     `\n  second: ${describe(second)} (${second.write ? 'write' : 'read'})${at(second)}`;
-  return { kind: 'race', buffer: f.buffer, range, first, second, fix, message };
+  return { kind: 'race', buffer: f.buffer, ...(f.texture ? { texture: true } : {}), range, first, second, fix, message };
 }
 
 /** A stack's first frame as `file:line:col` (relative to the working directory in Node), with its function if named. */

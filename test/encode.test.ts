@@ -193,6 +193,42 @@ describe(`stream.encode (seed ${seed})`, () => {
     expect(firstMismatch(await yNow(), d2), `seed ${seed}: after ctx.flush() the app's copy follows`).toBeNull();
   });
 
+  it('a declared texture: the sanitizer orders its writer and its reader across streams; the texels come back as written', async () => {
+    const san = await gpuContext({ sanitize: 'throw' });
+    try {
+      const [w, h] = [64, 8]; // 256 bytes a row: copies need no padding
+      const texels = r.u32Array(w * h);
+      const tex = san.device.createTexture({ label: 'frame', size: [w, h], format: 'rgba8unorm', usage: GPUTextureUsage.COPY_DST | GPUTextureUsage.COPY_SRC | GPUTextureUsage.TEXTURE_BINDING });
+      const src = san.alloc(w * h * 4, { label: 'src' });
+      const dst = san.alloc(w * h * 4, { label: 'dst' });
+      const producer = san.createStream({ label: 'producer' });
+      const consumer = san.createStream({ label: 'consumer' });
+      producer.upload(texels, src);
+      producer.encode((enc) => enc.copyBufferToTexture({ buffer: src.buffer, bytesPerRow: w * 4 }, { texture: tex }, [w, h]), { reads: [src], writes: [tex] });
+      const read = (enc: GPUCommandEncoder): void => enc.copyTextureToBuffer({ texture: tex }, { buffer: dst.buffer, bytesPerRow: w * 4 }, [w, h]);
+      let race: unknown = null;
+      try {
+        consumer.encode(read, { reads: [tex], writes: [dst] });
+      } catch (e) {
+        race = e;
+      }
+      expect(race, 'an unordered read of the texture').toBeInstanceOf(StreamRaceError);
+      expect((race as StreamRaceError).report.texture).toBe(true);
+      expect((race as Error).message).toMatch(/race on texture 'frame': op #\d+ 'encode' on stream 'consumer' reads it while op #\d+ 'encode' on stream 'producer' writes it/);
+      const ev = san.createEvent();
+      ev.record(producer);
+      consumer.waitEvent(ev);
+      consumer.encode(read, { reads: [tex], writes: [dst] });
+      const back = new Uint32Array(w * h);
+      consumer.download(dst, back);
+      await consumer.synchronize();
+      expect(firstMismatch(back, texels), `seed ${seed}`).toBeNull();
+      tex.destroy();
+    } finally {
+      san.destroy();
+    }
+  });
+
   it('checks the call: the callback, the declarations and their ranges, unknown options', () => {
     const s = ctx.createStream({ label: 'checks' });
     const b = ctx.alloc(256, { label: 'b' });
