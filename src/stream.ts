@@ -7,6 +7,7 @@
 import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { argName, CallSite, type Site } from './call-site.js';
 import { commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
+import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
 import { GpuEvent } from './event.js';
 import { joinHost } from './clock.js';
 import { BufferUsage } from './gpu-constants.js';
@@ -18,7 +19,7 @@ import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { planTransfer, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
-import { checkAttached, expectAligned, expectFunction, expectInteger, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
+import { checkAttached, expectFunction, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
  * A buffer a kernel can bind or a transfer can use: one of ours, or a raw `GPUBuffer` (not tracked:
@@ -35,15 +36,7 @@ export interface LaunchOptions {
   constants?: Record<string, number>;
 }
 
-/** Byte offsets and size of a transfer. Every value must be a multiple of 4. */
-export interface CopyOptions {
-  /** @default 0 */
-  srcOffset?: number;
-  /** @default 0 */
-  dstOffset?: number;
-  /** @default what fits: min(src size - srcOffset, dst size - dstOffset) */
-  size?: number;
-}
+export type { CopyOptions } from './stream-args.js';
 
 /** @internal what a stream needs from its context */
 export interface StreamHost {
@@ -63,8 +56,6 @@ export interface StreamHost {
   readonly uploadRing: StagingRing;
   checkAlive(op: string, stream: string): void;
 }
-
-const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
 
 export class Stream {
   /** @internal */
@@ -149,7 +140,7 @@ export class Stream {
         }
       }
     }
-    const workgroups = this.#workgroups(opts.workgroups, site);
+    const workgroups = workgroupCounts(opts.workgroups, this.#host.limits.maxComputeWorkgroupsPerDimension, site);
     const constants = kernel.checkConstants(opts.constants, site);
     const pipeline = kernel.pipeline(constants);
     // A launch can still fail after the call while its pipeline is not known to compile: keep its
@@ -165,7 +156,7 @@ export class Stream {
     const d = this.#unwrap(dst, 'dst', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
-    const r = this.#range(options, s.size, d.size, s.label, d.label, site);
+    const r = copyRange(options, s.size, d.size, s.label, d.label, site);
     if (s.buffer === d.buffer) {
       throw new InvalidArgumentError(`source and destination are the same buffer '${s.label}'; WebGPU's copyBufferToBuffer forbids that even for disjoint ranges: copy through a second buffer`, site);
     }
@@ -192,12 +183,12 @@ export class Stream {
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE;
     if (src instanceof PinnedBuffer) {
       this.#checkPinned(src, 'upload', site);
-      const r = this.#range(options, src.size, d.size, src.label, d.label, site);
+      const r = copyRange(options, src.size, d.size, src.label, d.label, site);
       return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, NONE, tracked, site, src.label, d.label, tracked === NONE).id;
     }
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     checkAttached(src, 'src', site);
-    const r = this.#range(options, src.byteLength, d.size, 'src', d.label, site);
+    const r = copyRange(options, src.byteLength, d.size, 'src', d.label, site);
     const isolated = tracked === NONE;
     return uploadPageable(this.#host.staging, this.label, src, r.srcOffset, r.dstOffset, r.size, this.#host.uploadPieceBytes, (staging, dstOffset, size, eager, t0, t1) => {
       const op = this.#host.scheduler.enqueue(this.queue, { kind: 'upload', pinned: null, staging, srcOffset: 0, dst: d.buffer, dstOffset, size }, NONE, tracked, site.enqueueSite, '', d.label, isolated, eager);
@@ -222,12 +213,12 @@ export class Stream {
     const tracked: DeviceBuffer[] = src instanceof DeviceBuffer ? [src] : NONE;
     if (dst instanceof PinnedBuffer) {
       this.#checkPinned(dst, 'download', site);
-      const r = this.#range(options, s.size, dst.size, s.label, dst.label, site);
+      const r = copyRange(options, s.size, dst.size, s.label, dst.label, site);
       return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, NONE, tracked, site, s.label, dst.label, tracked === NONE).id;
     }
     if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
     checkAttached(dst, 'dst', site);
-    const r = this.#range(options, s.size, dst.byteLength, s.label, 'dst', site);
+    const r = copyRange(options, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
     return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host', tracked === NONE).id;
   }
@@ -418,30 +409,4 @@ export class Stream {
     }
   }
 
-  #range(options: CopyOptions | undefined, srcSize: number, dstSize: number, srcLabel: string, dstLabel: string, site: ErrorSite): { srcOffset: number; dstOffset: number; size: number } {
-    if (options === undefined) {
-      const size = Math.min(srcSize, dstSize);
-      if (size % 4 !== 0) expectAligned('size', size, 4, site);
-      return { srcOffset: 0, dstOffset: 0, size };
-    }
-    const o = expectObject('options', options, site);
-    expectKnownKeys('options', o, COPY_KEYS, site);
-    const srcOffset = expectAligned('srcOffset', expectInteger('srcOffset', o.srcOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
-    const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
-    const size = expectAligned('size', expectInteger('size', o.size ?? Math.min(srcSize - srcOffset, dstSize - dstOffset), 0, Number.MAX_SAFE_INTEGER, site), 4, site);
-    if (srcOffset + size > srcSize) throw new InvalidArgumentError(`range [${srcOffset}, ${srcOffset + size}) is out of bounds of source '${srcLabel}' (${srcSize} bytes)`, site);
-    if (dstOffset + size > dstSize) throw new InvalidArgumentError(`range [${dstOffset}, ${dstOffset + size}) is out of bounds of destination '${dstLabel}' (${dstSize} bytes)`, site);
-    return { srcOffset, dstOffset, size };
-  }
-
-  #workgroups(w: unknown, site: ErrorSite): [number, number, number] {
-    const max = this.#host.limits.maxComputeWorkgroupsPerDimension;
-    const arr = typeof w === 'number' ? [w] : Array.isArray(w) ? w : null;
-    if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
-    return [
-      expectInteger('workgroups[0]', arr[0] ?? 1, 0, max, site),
-      expectInteger('workgroups[1]', arr[1] ?? 1, 0, max, site),
-      expectInteger('workgroups[2]', arr[2] ?? 1, 0, max, site),
-    ];
-  }
 }

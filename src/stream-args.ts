@@ -1,0 +1,42 @@
+/**
+ * Checks of a stream call's arguments that need no stream: a transfer's byte range, a launch's
+ * workgroup counts. Each throws InvalidArgumentError at the call, naming the option.
+ */
+import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { expectAligned, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
+
+/** Byte offsets and size of a transfer. Every value must be a multiple of 4. */
+export interface CopyOptions {
+  /** @default 0 */
+  srcOffset?: number;
+  /** @default 0 */
+  dstOffset?: number;
+  /** @default what fits: min(src size - srcOffset, dst size - dstOffset) */
+  size?: number;
+}
+
+const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
+
+/** A transfer's offsets and size, checked against both sides (multiples of 4, in bounds). */
+export function copyRange(options: CopyOptions | undefined, srcSize: number, dstSize: number, srcLabel: string, dstLabel: string, site: ErrorSite): { srcOffset: number; dstOffset: number; size: number } {
+  if (options === undefined) {
+    const size = Math.min(srcSize, dstSize);
+    if (size % 4 !== 0) expectAligned('size', size, 4, site);
+    return { srcOffset: 0, dstOffset: 0, size };
+  }
+  const o = expectObject('options', options, site);
+  expectKnownKeys('options', o, COPY_KEYS, site);
+  const srcOffset = expectAligned('srcOffset', expectInteger('srcOffset', o.srcOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+  const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+  const size = expectAligned('size', expectInteger('size', o.size ?? Math.min(srcSize - srcOffset, dstSize - dstOffset), 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+  if (srcOffset + size > srcSize) throw new InvalidArgumentError(`range [${srcOffset}, ${srcOffset + size}) is out of bounds of source '${srcLabel}' (${srcSize} bytes)`, site);
+  if (dstOffset + size > dstSize) throw new InvalidArgumentError(`range [${dstOffset}, ${dstOffset + size}) is out of bounds of destination '${dstLabel}' (${dstSize} bytes)`, site);
+  return { srcOffset, dstOffset, size };
+}
+
+/** Workgroup counts [x, y, z] from a number or [x, y?, z?], each at most `max`. */
+export function workgroupCounts(w: unknown, max: number, site: ErrorSite): [number, number, number] {
+  const arr = typeof w === 'number' ? [w] : Array.isArray(w) ? w : null;
+  if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
+  return [expectInteger('workgroups[0]', arr[0] ?? 1, 0, max, site), expectInteger('workgroups[1]', arr[1] ?? 1, 0, max, site), expectInteger('workgroups[2]', arr[2] ?? 1, 0, max, site)];
+}
