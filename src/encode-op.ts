@@ -23,7 +23,6 @@ export interface EncodeOptions {
 type Unwrap = (b: unknown, what: string, site: ErrorSite) => { buffer: GPUBuffer; label: string; size: number };
 
 const isTexture = (x: unknown): x is GPUTexture => typeof x === 'object' && x !== null && typeof (x as GPUTexture).createView === 'function';
-const isBuffer = (x: unknown): boolean => x instanceof DeviceBuffer || (typeof x === 'object' && x !== null && typeof (x as GPUBuffer).mapAsync === 'function');
 
 /** `list` checked to be command buffers (finished encoders, not yet submitted: a submit takes each once). */
 export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCommandBuffer[] {
@@ -41,10 +40,10 @@ export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: 
   if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
   return list.map((x: unknown, i): ByteRange => {
     if (isTexture(x)) return { buffer: x, label: x.label || 'GPUTexture', start: 0, end: 1, texture: true };
-    const whole = isBuffer(x);
-    const r = (whole ? { buffer: x } : x) as { buffer?: unknown; offset?: unknown; size?: unknown };
-    if (typeof r !== 'object' || r === null) throw new InvalidArgumentError(`Expected \`${what}[${i}]\` to be a buffer or { buffer, offset?, size? }, got ${showValue(x)}`, site);
-    const b = unwrap(r.buffer, `${what}[${i}]${whole ? '' : '.buffer'}`, site);
+    // `{ buffer, offset?, size? }`; anything else is the buffer itself (a DeviceBuffer's own `buffer` is its GPUBuffer).
+    const range = typeof x === 'object' && x !== null && !(x instanceof DeviceBuffer) && 'buffer' in x;
+    const r = (range ? x : { buffer: x }) as { buffer: unknown; offset?: unknown; size?: unknown };
+    const b = unwrap(r.buffer, `${what}[${i}]${range ? '.buffer' : ''}`, site);
     const start = expectInteger(`${what}[${i}].offset`, r.offset ?? 0, 0, b.size, site);
     const size = expectInteger(`${what}[${i}].size`, r.size ?? b.size - start, 0, b.size - start, site);
     if (r.buffer instanceof DeviceBuffer && !tracked.includes(r.buffer)) tracked.push(r.buffer);

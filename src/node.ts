@@ -86,23 +86,24 @@ export interface FileHandleLike {
  */
 export async function openFile(path: string | FileHandleLike, options: { parallel?: number } = {}): Promise<FileSource> {
   const site = { op: 'openFile' };
+  const owned = typeof path === 'string'; // opened here, closed here; a FileHandle passed in is the caller's
   const handle = typeof path === 'object' && path !== null && typeof (path as { read?: unknown }).read === 'function' && typeof (path as { stat?: unknown }).stat === 'function';
-  if (typeof path !== 'string' && !handle) throw new InvalidArgumentError(`Expected \`path\` to be a path or a FileHandle of node:fs/promises, got ${showValue(path)}`, site);
+  if (!owned && !handle) throw new InvalidArgumentError(`Expected \`path\` to be a path or a FileHandle of node:fs/promises, got ${showValue(path)}`, site);
   const o = expectObject('options', options, site);
   const parallel = o.parallel === undefined ? Math.min(8, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
   const { open } = await import('node:fs/promises');
-  const fh = typeof path === 'string' ? await open(path, 'r') : path;
+  const fh = owned ? await open(path, 'r') : path;
   const { size } = await fh.stat();
   let closed = false;
   const close = async (): Promise<void> => {
     if (closed) return;
     closed = true;
-    if (typeof path === 'string') await fh.close(); // a FileHandle passed in is the caller's
+    if (owned) await fh.close();
   };
   return {
     size,
     parallel,
-    label: typeof path === 'string' ? path : `FileHandle ${fh.fd}`,
+    label: owned ? path : `FileHandle ${fh.fd}`,
     read: async (into, position) => (await fh.read(into, 0, into.byteLength, position)).bytesRead,
     close,
     [Symbol.asyncDispose]: close,

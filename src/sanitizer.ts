@@ -364,8 +364,9 @@ function raceReport(f: Found, second: RaceAccess): RaceReport {
   const range: [number, number] = [f.start, f.end];
   const at = (x: RaceAccess): string =>
     x.callSite ? `, ${x.op === 0 ? 'touched' : 'enqueued'} at ${place(x.callSite)}` : x === first && x.op !== 0 ? ` (its call site is kept with createContext({ captureStacks: 'all' }))` : '';
+  const [what, them] = f.texture ? [`texture '${f.buffer}'`, 'it'] : [`buffer '${f.buffer}' bytes [${range[0]}, ${range[1]})`, 'them'];
   const message =
-    `race on ${f.texture ? `texture '${f.buffer}'` : `buffer '${f.buffer}' bytes [${range[0]}, ${range[1]})`}: ${describe(second)} ${verb(second)} ${f.texture ? 'it' : 'them'} while ${describe(first)} ${verb(first)} ${f.texture ? 'it' : 'them'}, and nothing orders the two` +
+    `race on ${what}: ${describe(second)} ${verb(second)} ${them} while ${describe(first)} ${verb(first)} ${them}, and nothing orders the two` +
     `\n  fix: ${fix}` +
     `\n  first: ${describe(first)} (${first.write ? 'write' : 'read'})${at(first)}` +
     `\n  second: ${describe(second)} (${second.write ? 'write' : 'read'})${at(second)}`;

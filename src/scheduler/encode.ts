@@ -143,25 +143,17 @@ export class Encoder {
         op.pendingParts++;
         break;
       }
-      case 'encode': {
+      case 'encode':
         // The app's own commands (stream.encode), alone in their batch (an isolated op): a throw
-        // fails this op, and its command buffer is not submitted (see Completer.submit).
-        const index = timed && !p.commandBuffers && this.hasQueryRoom(b) ? this.#allocQueries(b, 2) : -1; // buffers from elsewhere run after these passes
-        if (index >= 0) enc.beginComputePass({ label: `${op.name} begin`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
+        // fails this op, and its command buffer is not submitted (see Completer.submit). Command
+        // buffers from elsewhere run after the batch's own: no timestamps around them.
         if (p.commandBuffers) b.extra = p.commandBuffers;
         try {
-          p.fn?.(enc);
+          this.#bracketed(b, op, timed && p.fn !== null, () => p.fn?.(enc));
         } catch (e) {
           b.thrown = e;
-          break;
-        }
-        if (index >= 0) {
-          enc.beginComputePass({ label: `${op.name} end`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index + 1 } }).end();
-          b.timed.push({ op, begin: index, end: index + 1 });
-          op.pendingParts++;
         }
         break;
-      }
       default:
         throw new Error(`not a GPU op: ${p.kind}`);
     }
@@ -223,9 +215,15 @@ export class Encoder {
   /** Encodes a copy; between two empty timestamp passes when GPU tracing is on. */
   #copy(b: Batch, op: Op, timed: boolean, src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
     if (!timed || !this.hasQueryRoom(b)) return b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+    this.#bracketed(b, op, true, () => b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size));
+  }
+
+  /** Runs `body` (encoding `op` into `b`) between two empty timestamp passes when `timed` and the batch has room. */
+  #bracketed(b: Batch, op: Op, timed: boolean, body: () => void): void {
+    if (!timed || !this.hasQueryRoom(b)) return body();
     const index = this.#allocQueries(b, 2);
     b.encoder.beginComputePass({ label: `${op.name} begin`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index } }).end();
-    b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+    body();
     b.encoder.beginComputePass({ label: `${op.name} end`, timestampWrites: { querySet: b.ts!.querySet, endOfPassWriteIndex: index + 1 } }).end();
     b.timed.push({ op, begin: index, end: index + 1 });
     op.pendingParts++;
