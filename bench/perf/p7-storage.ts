@@ -11,11 +11,11 @@
  * against max(loads alone, compute alone) at each sweep point; device bytes; JS heap + external
  * memory at their peak while streaming, against the staging ring + 2 pieces.
  */
-import type { Context, DeviceBuffer, GpuEvent, RandomAccessSource, Stream } from 'webgpu-streams';
+import type { Context, DeviceBuffer, GpuEvent, RandomAccessSource } from 'webgpu-streams';
 import { SafetensorsFile, safetensorsHeader } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
-import { grid } from '../scenarios/common';
+import { grid, readAt } from '../scenarios/common';
 import { MiB, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
 import { benchKernels } from '../kernels/index';
 import { balanceIterations } from './balance';
@@ -60,13 +60,7 @@ async function rawRead(src: RandomAccessSource, at: number, size: number, parall
       const p = next;
       next += chunk;
       if (p >= size) return;
-      const view = into.subarray(0, Math.min(chunk, size - p));
-      let got = 0;
-      while (got < view.byteLength) {
-        const k = await src.read(view.subarray(got), at + p + got);
-        if (k <= 0) throw new Error(`raw read ended at ${at + p + got}`);
-        got += k;
-      }
+      await readAt(src, into.subarray(0, Math.min(chunk, size - p)), at + p);
     }
   };
   await Promise.all(Array.from({ length: parallel }, reader));
@@ -98,14 +92,7 @@ async function rawStagedLoads(device: GPUDevice, src: RandomAccessSource, at: nu
       const view = new Uint8Array(buf.getMappedRange(0, n));
       const reads: Promise<void>[] = [];
       for (let a = 0; a < n; a += part) {
-        reads.push((async () => {
-          const into = view.subarray(a, Math.min(n, a + part));
-          for (let got = 0; got < into.byteLength; ) {
-            const r = await src.read(into.subarray(got), at + layer * layerBytes + off + a + got);
-            if (r <= 0) throw new Error(`raw staged read ended at ${at + layer * layerBytes + off + a + got}`);
-            got += r;
-          }
-        })());
+        reads.push(readAt(src, view.subarray(a, Math.min(n, a + part)), at + layer * layerBytes + off + a));
       }
       await Promise.all(reads);
       buf.unmap();

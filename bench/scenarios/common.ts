@@ -19,6 +19,15 @@ export interface ScenarioOptions {
   storage?: WeightsStorage;
 }
 
+/** Fills `into` from `src` at byte `at`, read after read (a read may return fewer bytes). */
+export async function readAt(src: RandomAccessSource, into: Uint8Array, at: number): Promise<void> {
+  for (let got = 0; got < into.byteLength; ) {
+    const n = await src.read(into.subarray(got), at + got);
+    if (n <= 0) throw new Error(`the source ended at byte ${at + got}, before ${into.byteLength - got} more bytes`);
+    got += n;
+  }
+}
+
 /** Where the "weights from storage" scenario reads its synthetic weights file (bench/weights-file.ts). */
 export interface WeightsStorage {
   /** Opens the file of `spec`, `parallel` reads at once. */

@@ -11,11 +11,11 @@
  * Outputs are checked against a CPU reference computed from weights read back out of the source.
  */
 import type { ScenarioResult, Span, Variant } from '../schema';
-import type { Context, DeviceBuffer, GpuEvent, RandomAccessSource, Stream } from 'webgpu-streams';
+import type { DeviceBuffer, GpuEvent, Stream } from 'webgpu-streams';
 import { SafetensorsFile, httpSource } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '../reference';
 import { measure, measureInterleaved } from '../stats';
-import { type Check, type Scenario, type WeightsStorage, TraceRecorder, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
+import { type Check, type Scenario, type WeightsStorage, TraceRecorder, readAt, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
 import { benchKernels } from '../kernels/index';
 import { balanceIterations } from '../perf/balance';
 import { isSoftwareAdapter } from '../device';
@@ -47,15 +47,6 @@ function pageStorage(): WeightsStorage {
   const loc = (globalThis as { location?: { href: string } }).location;
   if (!loc) throw new Error("weights-storage: no storage to read the weights file from (Node runners pass one: a file, see bench/weights-file.ts)");
   return { where: "HTTP byte ranges from the page's server", open: (spec, parallel) => httpSource(new URL(weightsUrl(spec), loc.href).href, { parallel }) };
-}
-
-/** Fills `into` from `src` at `at`. */
-async function readAt(src: RandomAccessSource, into: Uint8Array, at: number): Promise<void> {
-  for (let got = 0; got < into.byteLength; ) {
-    const n = await src.read(into.subarray(got), at + got);
-    if (n <= 0) throw new Error(`weights-storage: the source ended at byte ${at + got}`);
-    got += n;
-  }
 }
 
 export const weightsStorage: Scenario<WeightsStorageParams> = {
