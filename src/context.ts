@@ -7,6 +7,7 @@ import { GpuEvent, type EventOptions } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
 import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats } from './memory.js';
+import { DeviceTexture, textureOptions, type TextureOptions } from './texture.js';
 import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import { Sanitizer, type SanitizeMode } from './sanitizer.js';
@@ -333,6 +334,16 @@ export class Context {
     const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : checkUsage(expectInteger('usage', o.usage, 1, 0x3ff, site), site);
     const label = o.label === undefined ? `buffer#${++this.#buffers}` : expectString('label', o.label, site);
     return new DeviceBuffer(this.device, this.memory, bytes, label, usage);
+  }
+
+  /** A texture in device memory, counted in `ctx.memory`; `destroy()` deferred while streams use it. */
+  allocTexture(options: TextureOptions): DeviceTexture {
+    const site = { op: 'allocTexture', context: this.label };
+    this.#checkAlive('allocTexture');
+    const o = expectObject('options', options, site);
+    expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
+    const label = o.label === undefined ? `texture#${++this.#buffers}` : expectString('label', o.label, site);
+    return new DeviceTexture(this.device, this.memory, textureOptions(options, this.limits, label, site));
   }
 
   /**

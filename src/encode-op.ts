@@ -4,12 +4,13 @@
  * completes and lets the stream sanitizer check them; WebGPU validates the commands themselves.
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
-import { DeviceBuffer } from './memory.js';
+import { DeviceBuffer, type DeviceResource } from './memory.js';
+import { asTexture, DeviceTexture, WHOLE } from './texture.js';
 import type { ByteRange } from './op.js';
 import { expectInteger, showValue } from './validate.js';
 
-/** A buffer the commands touch, whole or in part; or a texture (whole: the sanitizer sees it, its lifetime is yours). */
-export type EncodeAccess = DeviceBuffer | GPUBuffer | GPUTexture | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number };
+/** A buffer the commands touch, whole or in part; or a texture (whole; a DeviceTexture is kept alive). */
+export type EncodeAccess = DeviceBuffer | GPUBuffer | DeviceTexture | GPUTexture | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number };
 
 export interface EncodeOptions {
   /** Buffers (or byte ranges) the commands read. */
@@ -22,8 +23,6 @@ export interface EncodeOptions {
 
 type Unwrap = (b: unknown, what: string, site: ErrorSite) => { buffer: GPUBuffer; label: string; size: number };
 
-const isTexture = (x: unknown): x is GPUTexture => typeof x === 'object' && x !== null && typeof (x as GPUTexture).createView === 'function';
-
 /** `list` checked to be command buffers (finished encoders, not yet submitted: a submit takes each once). */
 export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCommandBuffer[] {
   const type = (globalThis as { GPUCommandBuffer?: abstract new () => unknown }).GPUCommandBuffer;
@@ -35,11 +34,15 @@ export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCo
 }
 
 /** The byte ranges `list` (option `what`) declares; DeviceBuffers among them go into `tracked`. */
-export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceBuffer[]): ByteRange[] {
+export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceResource[]): ByteRange[] {
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
   return list.map((x: unknown, i): ByteRange => {
-    if (isTexture(x)) return { buffer: x, label: x.label || 'GPUTexture', start: 0, end: 1, texture: true };
+    const t = asTexture(x);
+    if (t) {
+      if (x instanceof DeviceTexture && !tracked.includes(x)) tracked.push(x);
+      return { buffer: t, label: t.label || 'GPUTexture', start: 0, end: WHOLE, texture: true };
+    }
     // `{ buffer, offset?, size? }`; anything else is the buffer itself (a DeviceBuffer's own `buffer` is its GPUBuffer).
     const range = typeof x === 'object' && x !== null && !(x instanceof DeviceBuffer) && 'buffer' in x;
     const r = (range ? x : { buffer: x }) as { buffer: unknown; offset?: unknown; size?: unknown };

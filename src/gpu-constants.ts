@@ -18,3 +18,5 @@ export const BufferUsage = {
 export const MapMode = { READ: 0x0001, WRITE: 0x0002 } as const;
 
 export const ShaderStage = { COMPUTE: 0x4 } as const;
+
+export const TextureUsage = { COPY_SRC: 0x01, COPY_DST: 0x02, TEXTURE_BINDING: 0x04, STORAGE_BINDING: 0x08, RENDER_ATTACHMENT: 0x10 } as const;

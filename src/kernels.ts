@@ -8,6 +8,7 @@ import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { ShaderStage } from './gpu-constants.js';
 import { expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import { reflectWgsl, type BindingInfo } from './wgsl.js';
+import { layoutEntry } from './wgsl-resources.js';
 import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
 
 /** WGSL sources of the built-in kernels (shaders/). */
@@ -41,12 +42,15 @@ export class Kernel {
   readonly overrides: readonly string[];
   /** The entry point's `@workgroup_size`, or null when it is not a literal. */
   readonly workgroupSize: readonly [number, number, number] | null;
-  readonly layout: GPUBindGroupLayout;
+  /** One bind group layout per `@group`. */
+  readonly layouts: readonly GPUBindGroupLayout[];
   readonly #device: GPUDevice;
   readonly #module: GPUShaderModule;
   readonly #pipelineLayout: GPUPipelineLayout;
   readonly #pipelines = new Map<string, PipelineEntry>();
-  readonly #bindGroups = new Map<GPUBuffer, unknown>();
+  readonly #bindGroups = new Map<unknown, unknown>();
+  /** Where each group starts in the positional bindings, and one past the last. */
+  readonly #groupStarts: number[] = [];
   #bindGroupCount = 0;
   /** Settles with the shader module's and layouts' validation error message, if any. */
   readonly #moduleError: Promise<string | undefined>;
@@ -73,11 +77,15 @@ export class Kernel {
     // Compile errors go to this kernel's own scope, reported on its launches, never to the device.
     device.pushErrorScope('validation');
     this.#module = device.createShaderModule({ code: wgsl, label: `kernel '${this.label}'` });
-    this.layout = device.createBindGroupLayout({
-      label: `kernel '${this.label}' bindings`,
-      entries: this.bindings.map((b) => ({ binding: b.binding, visibility: ShaderStage.COMPUTE, buffer: { type: b.kind } })),
-    });
-    this.#pipelineLayout = device.createPipelineLayout({ label: `kernel '${this.label}'`, bindGroupLayouts: [this.layout] });
+    const groups = this.bindings.length ? this.bindings[this.bindings.length - 1]!.group + 1 : 1;
+    for (let g = 0; g <= groups; g++) this.#groupStarts.push(g === groups ? this.bindings.length : this.bindings.findIndex((b) => b.group === g));
+    this.layouts = Array.from({ length: groups }, (_, g) =>
+      device.createBindGroupLayout({
+        label: `kernel '${this.label}' @group(${g})`,
+        entries: this.bindings.filter((b) => b.group === g).map((b) => ({ binding: b.binding, visibility: ShaderStage.COMPUTE, ...layoutEntry(b) })),
+      }),
+    );
+    this.#pipelineLayout = device.createPipelineLayout({ label: `kernel '${this.label}'`, bindGroupLayouts: this.layouts });
     this.#moduleError = device.popErrorScope().then(
       (err) => err?.message,
       (err: unknown) => String(err),
@@ -85,33 +93,37 @@ export class Kernel {
   }
 
   /**
-   * A bind group for these buffers, cached: pipelines that launch the same kernel on the same
-   * buffers (every chunk of a ring) skip `createBindGroup`. Bounded; cleared when full.
+   * The bind groups (one per `@group`) for these resources in binding order, cached: pipelines that
+   * launch the same kernel on the same buffers (every chunk of a ring) skip `createBindGroup`.
+   * Bounded; cleared when full.
    */
-  bindGroup(buffers: readonly GPUBuffer[]): GPUBindGroup {
-    let level: Map<GPUBuffer, unknown> = this.#bindGroups;
-    for (let i = 0; i < buffers.length - 1; i++) {
-      let next = level.get(buffers[i]!) as Map<GPUBuffer, unknown> | undefined;
-      if (!next) level.set(buffers[i]!, (next = new Map()));
+  bindGroups(resources: readonly (GPUBuffer | GPUTextureView | GPUSampler)[]): GPUBindGroup[] {
+    let level: Map<unknown, unknown> = this.#bindGroups;
+    for (let i = 0; i < resources.length - 1; i++) {
+      let next = level.get(resources[i]!) as Map<unknown, unknown> | undefined;
+      if (!next) level.set(resources[i]!, (next = new Map()));
       level = next;
     }
-    const last = buffers[buffers.length - 1];
-    const key = last ?? (this as unknown as GPUBuffer); // a kernel without bindings
-    let group = level.get(key) as GPUBindGroup | undefined;
-    if (!group) {
+    const key = resources.length ? resources[resources.length - 1] : this; // a kernel without bindings
+    let groups = level.get(key) as GPUBindGroup[] | undefined;
+    if (!groups) {
       if (++this.#bindGroupCount > 512) {
         this.#bindGroups.clear();
         this.#bindGroupCount = 1;
-        return this.bindGroup(buffers);
+        return this.bindGroups(resources);
       }
-      group = this.#device.createBindGroup({
-        label: `kernel '${this.label}' bindings (${buffers.map((b) => b.label || '?').join(', ')})`,
-        layout: this.layout,
-        entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+      const starts = this.#groupStarts;
+      groups = this.layouts.map((layout, g) => {
+        const part = resources.slice(starts[g], starts[g + 1]);
+        return this.#device.createBindGroup({
+          label: `kernel '${this.label}' @group(${g}) (${part.map((r) => r.label || '?').join(', ')})`,
+          layout,
+          entries: part.map((r, binding) => ({ binding, resource: 'size' in r ? { buffer: r } : r })),
+        });
       });
-      level.set(key, group);
+      level.set(key, groups);
     }
-    return group;
+    return groups;
   }
 
   /** @internal the device it was made on: a stream of another device refuses it at the call */

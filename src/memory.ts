@@ -30,14 +30,13 @@ export class MemoryStats {
 export const DEFAULT_DEVICE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
 
 /**
- * A buffer in device memory, made by `ctx.alloc`. `destroy()` while streams still use it is
- * deferred until their ops complete (PyTorch's `record_stream` problem, solved by default).
+ * Device memory with deferred destroy: `destroy()` while streams still use it is deferred until
+ * their ops complete (PyTorch's `record_stream` problem, solved by default). Counted in `ctx.memory`.
  */
-export class DeviceBuffer {
-  readonly buffer: GPUBuffer;
-  readonly size: number;
+export abstract class DeviceResource {
   readonly label: string;
-  readonly usage: number;
+  /** Bytes it holds on the device (a texture's: every mip level, texel bytes times texels). */
+  readonly byteSize: number;
   /** @internal the device that made it: a stream of another device refuses it at the call */
   readonly device: GPUDevice;
   #uses = 0;
@@ -45,15 +44,13 @@ export class DeviceBuffer {
   #freed = false;
   readonly #stats: MemoryStats;
 
-  /** @internal use `ctx.alloc` */
-  constructor(device: GPUDevice, stats: MemoryStats, size: number, label: string, usage: number) {
-    this.size = size;
+  /** @internal */
+  constructor(device: GPUDevice, stats: MemoryStats, byteSize: number, label: string) {
     this.label = label;
-    this.usage = usage;
-    this.#stats = stats;
+    this.byteSize = byteSize;
     this.device = device;
-    this.buffer = device.createBuffer({ size, usage, label });
-    stats.add(size);
+    this.#stats = stats;
+    stats.add(byteSize);
   }
 
   /** True once `destroy()` was called (the memory may still be in use by pending ops). */
@@ -61,12 +58,12 @@ export class DeviceBuffer {
     return this.#destroyRequested;
   }
 
-  /** Pending ops that use this buffer. */
+  /** Pending ops that use it. */
   get pendingUses(): number {
     return this.#uses;
   }
 
-  /** @internal an op that uses the buffer was enqueued */
+  /** @internal an op that uses it was enqueued */
   retain(): void {
     this.#uses++;
   }
@@ -77,12 +74,12 @@ export class DeviceBuffer {
     if (this.#uses === 0 && this.#destroyRequested) this.#free();
   }
 
-  /** @internal throws when the buffer can no longer be used in new work */
+  /** @internal throws when it can no longer be used in new work */
   checkAlive(site: ErrorSite): void {
-    if (this.#destroyRequested) throw new DestroyedError(`buffer '${this.label}' was destroyed; allocate a new one with ctx.alloc()`, site);
+    if (this.#destroyRequested) throw new DestroyedError(`${this.noun} '${this.label}' was destroyed; allocate a new one with ctx.${this.noun === 'buffer' ? 'alloc' : 'allocTexture'}()`, site);
   }
 
-  /** Frees the buffer once every op that uses it completed. Idempotent. */
+  /** Frees it once every op that uses it completed. Idempotent. */
   destroy(): void {
     if (this.#destroyRequested) return;
     this.#destroyRequested = true;
@@ -93,10 +90,37 @@ export class DeviceBuffer {
     this.destroy();
   }
 
+  /** @internal 'buffer' or 'texture', for messages */
+  protected abstract get noun(): string;
+  /** @internal destroys the WebGPU object */
+  protected abstract destroyNow(): void;
+
   #free(): void {
     if (this.#freed) return;
     this.#freed = true;
+    this.destroyNow();
+    this.#stats.sub(this.byteSize);
+  }
+}
+
+/** A buffer in device memory, made by `ctx.alloc`; `destroy()` is deferred while streams use it. */
+export class DeviceBuffer extends DeviceResource {
+  readonly buffer: GPUBuffer;
+  readonly size: number;
+  readonly usage: number;
+
+  /** @internal use `ctx.alloc` */
+  constructor(device: GPUDevice, stats: MemoryStats, size: number, label: string, usage: number) {
+    super(device, stats, size, label);
+    this.size = size;
+    this.usage = usage;
+    this.buffer = device.createBuffer({ size, usage, label });
+  }
+
+  protected get noun(): string {
+    return 'buffer';
+  }
+  protected destroyNow(): void {
     this.buffer.destroy();
-    this.#stats.sub(this.size);
   }
 }

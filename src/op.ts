@@ -9,10 +9,11 @@
  *   A host function may start only once its dependencies are done.
  */
 import type { StreamError } from './errors.js';
-import type { DeviceBuffer } from './memory.js';
+import type { DeviceResource } from './memory.js';
 import type { PinnedBuffer } from './pinned.js';
 import type { Kernel } from './kernels.js';
 import type { StagingSlice } from './transfer.js';
+import type { TextureRegion } from './texture.js';
 import type { StreamClock, VectorClock } from './clock.js';
 
 export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'encode' | 'hostFn' | 'record' | 'wait';
@@ -21,14 +22,18 @@ export interface LaunchPayload {
   kind: 'launch';
   kernel: Kernel;
   pipeline: ReturnType<Kernel['pipeline']>;
-  bindings: GPUBuffer[];
+  /** Resources in the kernel's binding order: buffers, texture views, samplers. */
+  bindings: (GPUBuffer | GPUTextureView | GPUSampler)[];
+  /** The texture behind each texture binding (null elsewhere), for the sanitizer; null when none. */
+  textures: (GPUTexture | null)[] | null;
   workgroups: [number, number, number];
 }
 export interface CopyPayload {
   kind: 'copy';
-  src: GPUBuffer;
+  /** A buffer, or a texture region (its offset then unused). */
+  src: GPUBuffer | TextureRegion;
   srcOffset: number;
-  dst: GPUBuffer;
+  dst: GPUBuffer | TextureRegion;
   dstOffset: number;
   size: number;
 }
@@ -39,13 +44,13 @@ export interface UploadPayload {
   /** Where a pageable upload's bytes were staged (a whole pooled buffer or a slice of a shared one). */
   staging: StagingSlice | null;
   srcOffset: number;
-  dst: GPUBuffer;
+  dst: GPUBuffer | TextureRegion;
   dstOffset: number;
   size: number;
 }
 export interface DownloadPayload {
   kind: 'download';
-  src: GPUBuffer;
+  src: GPUBuffer | TextureRegion;
   srcOffset: number;
   pinned: PinnedBuffer | null;
   /** Pageable destination (when not pinned). */
@@ -54,6 +59,8 @@ export interface DownloadPayload {
   size: number;
   /** Pooled read-back buffer, taken at encode. */
   readback: GPUBuffer | null;
+  /** A texture's rows: from the read-back's aligned layout (`region`) into `view` (`bytes` long) laid out as `to`. */
+  unpack?: { region: TextureRegion; to: { bytesPerRow: number; rowsPerImage: number }; bytes: number };
 }
 /** Bytes [start, end) of a buffer an op touches; or a whole texture ([0, 1), `texture` set). */
 export interface ByteRange {
@@ -154,7 +161,7 @@ export class Op {
   /** Extra completions the op waits for beyond its batch (maps, timestamp read-back). */
   pendingParts = 0;
   /** Device buffers retained by this op (released when done). */
-  buffers: DeviceBuffer[];
+  buffers: DeviceResource[];
 
   /** When the op went through each stage; only while tracing (a queued op stays small otherwise). */
   times: OpTimes | null = null;
@@ -172,7 +179,7 @@ export class Op {
     readonly stream: StreamQueue,
     public payload: Payload,
     deps: Op[],
-    buffers: DeviceBuffer[],
+    buffers: DeviceResource[],
     readonly callSite: Error | undefined,
     /** What the op works on, for {@link Op.name}: a kernel, buffer, function or event label. */
     readonly subject: string,

@@ -22,6 +22,7 @@ import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceRep
 import { host, join, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
+import { TextureRegion, WHOLE } from './texture.js';
 
 /** What to do with a race: throw a `StreamRaceError` at the call, `console.warn` it, or call a function with the report. */
 export type SanitizeMode = 'throw' | 'warn' | ((report: RaceReport) => void);
@@ -184,12 +185,15 @@ type Visit<T> = (buffer: GPUBuffer | GPUTexture, label: string, start: number, e
 /** Walks `op`'s accesses in a fixed order (sources before destinations) until `visit` returns a value. */
 function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
   const p = op.payload;
-  const dev = (b: GPUBuffer, start: number, end: number, write: boolean): T | null => visit(b, b.label || 'GPUBuffer', start, end, write);
+  const dev = (b: GPUBuffer | TextureRegion, start: number, end: number, write: boolean): T | null =>
+    b instanceof TextureRegion ? visit(b.texture, b.label, b.rowsStart, b.rowsEnd, write, true) : visit(b, b.label || 'GPUBuffer', start, end, write);
   switch (p.kind) {
     case 'launch':
       for (let i = 0; i < p.bindings.length; i++) {
-        const b = p.bindings[i]!;
-        const r = dev(b, 0, b.size, p.kernel.bindings[i]!.kind === 'storage');
+        const info = p.kernel.bindings[i]!, t = p.textures?.[i];
+        if (info.kind === 'sampler') continue;
+        const write = info.kind === 'storage' || (info.kind === 'storage-texture' && info.access !== 'read');
+        const r = t ? visit(t, t.label || 'GPUTexture', 0, WHOLE, write, true) : dev(p.bindings[i] as GPUBuffer, 0, (p.bindings[i] as GPUBuffer).size, write);
         if (r !== null && r !== undefined) return r;
       }
       return null;

@@ -10,10 +10,13 @@ import { commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.
 import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
 import { GpuEvent } from './event.js';
 import { joinHost } from './clock.js';
-import { BufferUsage } from './gpu-constants.js';
+import { BufferUsage, TextureUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
-import { DeviceBuffer } from './memory.js';
-import { NONE, type Op, type StreamQueue } from './op.js';
+import { launchResources, type Binding } from './launch-args.js';
+import { DeviceBuffer, type DeviceResource } from './memory.js';
+import { NONE, type CopyPayload, type DownloadPayload, type Op, type StreamQueue, type UploadPayload } from './op.js';
+import { TextureRegion, type DeviceTexture } from './texture.js';
+import { bufferTexture, downloadTexture, textureArg, textureOptions, textureToTexture, uploadTexture, type TextureTransferOptions } from './texture-copy.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
@@ -27,9 +30,12 @@ import { checkAttached, expectFunction, expectKnownKeys, expectObject, showValue
  */
 export type Bindable = DeviceBuffer | GPUBuffer;
 
+/** A texture a transfer can use: one of ours (`ctx.allocTexture`) or a raw `GPUTexture` (its op then runs in a submit of its own). */
+export type Texture = DeviceTexture | GPUTexture;
+
 export interface LaunchOptions {
-  /** Buffers in binding order (@group(0) @binding(0..n-1)). */
-  bindings: readonly Bindable[];
+  /** Resources in binding order (@group(0) @binding(0..n-1), then @group(1) ...): buffers, textures or their views, samplers. */
+  bindings: readonly Binding[];
   /** Workgroup counts: x, or [x, y?, z?]. */
   workgroups: number | readonly [number, number?, number?];
   /** Values for the kernel's `override` constants. */
@@ -95,68 +101,44 @@ export class Stream {
     expectKnownKeys('options', opts, ['bindings', 'workgroups', 'constants'], site);
     if (!(kernel instanceof Kernel)) throw new InvalidArgumentError(`Expected a Kernel (from ctx.kernel() or ctx.kernels), got ${showValue(kernel)}`, site);
     if (kernel.device !== this.#host.device) throw new InvalidArgumentError(`kernel '${kernel.label}' was made on another GPUDevice; make it with this stream's context (ctx.kernel())`, site);
-    const bindings = opts.bindings as readonly Bindable[] | undefined;
-    if (!Array.isArray(bindings)) throw new InvalidArgumentError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} buffers, got ${showValue(bindings)}`, site);
+    const bindings = opts.bindings as readonly Binding[] | undefined;
+    if (!Array.isArray(bindings)) throw new InvalidArgumentError(`Expected \`bindings\` to be an array of ${kernel.bindingCount} resources, got ${showValue(bindings)}`, site);
     if (bindings.length !== kernel.bindingCount) {
       throw new InvalidArgumentError(`kernel '${kernel.label}' takes ${kernel.bindingCount} bindings (${kernel.bindings.map((b) => b.name).join(', ')}), got ${bindings.length}`, site);
     }
-    // Exact-size arrays (they live as long as the op): a push onto `[]` reserves 17 slots.
-    const gpuBuffers = new Array<GPUBuffer>(bindings.length);
-    let ours = 0;
-    for (const b of bindings) if (b instanceof DeviceBuffer) ours++;
-    const tracked: DeviceBuffer[] = ours ? new Array<DeviceBuffer>(ours) : NONE;
-    // A raw GPUBuffer (its device and lifetime unknown here) or a binding size the reflection
-    // could only estimate: WebGPU may still reject the launch, so it goes in a submit of its own.
-    let isolated = ours !== bindings.length;
-    ours = 0;
-    const limits = this.#host.limits;
-    for (let i = 0; i < bindings.length; i++) {
-      const b = bindings[i];
-      const info = kernel.bindings[i]!;
-      const { buffer, label } = this.#unwrap(b, i, site, info.name);
-      if (b instanceof DeviceBuffer) tracked[ours++] = b;
-      const uniform = info.kind === 'uniform';
-      if ((buffer.usage & (uniform ? BufferUsage.UNIFORM : BufferUsage.STORAGE)) === 0) {
-        throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs a ${uniform ? 'UNIFORM' : 'STORAGE'} buffer; '${label}' lacks that usage`, site);
-      }
-      if (buffer.size < info.minBytes) {
-        throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}' needs at least ${info.minBytes} bytes; '${label}' has ${buffer.size}`, site);
-      }
-      if (buffer.size % 4 !== 0 && !uniform) {
-        throw new InvalidArgumentError(`binding ${i} '${info.name}': storage buffer '${label}' size ${buffer.size} is not a multiple of 4`, site);
-      }
-      const max = uniform ? limits.maxUniformBufferBindingSize : limits.maxStorageBufferBindingSize;
-      if (buffer.size > max) {
-        throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}': '${label}' is ${buffer.size} bytes, above the device's ${uniform ? 'maxUniformBufferBindingSize' : 'maxStorageBufferBindingSize'} (${max})`, site);
-      }
-      if (info.exact === false) isolated = true;
-      gpuBuffers[i] = buffer;
-    }
-    // A buffer bound twice where either binding is writable is a WebGPU usage conflict.
-    for (let i = 0; i < gpuBuffers.length; i++) {
-      for (let j = i + 1; j < gpuBuffers.length; j++) {
-        if (gpuBuffers[i] === gpuBuffers[j] && (kernel.bindings[i]!.kind === 'storage' || kernel.bindings[j]!.kind === 'storage')) {
-          throw new InvalidArgumentError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same buffer and one is read_write; WebGPU forbids that aliasing: use a separate output buffer`, site);
-        }
-      }
-    }
+    const r = launchResources(kernel, bindings, this.#host.limits, (b, i, at, name) => this.#unwrap(b, i, at, name), site);
     const workgroups = workgroupCounts(opts.workgroups, this.#host.limits.maxComputeWorkgroupsPerDimension, site);
     const constants = kernel.checkConstants(opts.constants, site);
     const pipeline = kernel.pipeline(constants);
     // A launch can still fail after the call while its pipeline is not known to compile: keep its
     // call site for that error. Once the pipeline validated, later launches of it skip the stack.
     if (!pipeline.ok && this.#host.captureStacks === true) site.enqueueSite = captureSite(true);
-    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: gpuBuffers, workgroups }, NONE, tracked, site, kernel.label, '', isolated).id;
+    return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: r.resources, textures: r.textures, workgroups }, NONE, r.tracked, site, kernel.label, '', r.isolated).id;
   }
 
-  /** Device-to-device copy (`cudaMemcpyAsync` D2D). @returns the op id */
-  copy(src: Bindable, dst: Bindable, options?: CopyOptions): number {
+  /**
+   * Device-to-device copy (`cudaMemcpyAsync` D2D): buffer to buffer, or with a texture on one side
+   * or both (`cudaMemcpy3DAsync`; options name the texels, see TextureTransferOptions).
+   * @returns the op id
+   */
+  copy(src: Bindable, dst: Bindable, options?: CopyOptions): number;
+  copy(src: Bindable | Texture, dst: Bindable | Texture, options?: TextureTransferOptions): number;
+  copy(src: Bindable | Texture, dst: Bindable | Texture, options?: CopyOptions | TextureTransferOptions): number {
     const site = this.#site('copy');
+    const st = textureArg(src, 'src', TextureUsage.COPY_SRC, this.#host.device, site), dt = textureArg(dst, 'dst', TextureUsage.COPY_DST, this.#host.device, site);
+    if (st || dt) {
+      const o = textureOptions(options, site);
+      if (st && dt) return this.#texture(textureToTexture(st.texture, dt.texture, o, site), [...st.tracked, ...dt.tracked], site, 2);
+      const b = st ? dst : src, buf = this.#unwrap(b, st ? 'dst' : 'src', site);
+      if (!(buf.usage & (st ? BufferUsage.COPY_DST : BufferUsage.COPY_SRC))) throw new InvalidArgumentError(`${st ? 'dst' : 'src'} '${buf.label}' lacks ${st ? 'COPY_DST' : 'COPY_SRC'} usage`, site);
+      const t = (st ?? dt)!;
+      return this.#texture(bufferTexture(buf, t.texture, !st, o, site), b instanceof DeviceBuffer ? [...t.tracked, b] : t.tracked, site, 2);
+    }
     const s = this.#unwrap(src, 'src', site);
     const d = this.#unwrap(dst, 'dst', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
-    const r = copyRange(options, s.size, d.size, s.label, d.label, site);
+    const r = copyRange(options as CopyOptions | undefined, s.size, d.size, s.label, d.label, site);
     if (s.buffer === d.buffer) {
       throw new InvalidArgumentError(`source and destination are the same buffer '${s.label}'; WebGPU's copyBufferToBuffer forbids that even for disjoint ranges: copy through a second buffer`, site);
     }
@@ -176,19 +158,27 @@ export class Stream {
    * the GPU copies one piece while the host copies the next in.
    * @returns the op id (of the last piece)
    */
-  upload(src: PinnedBuffer | ArrayBufferView, dst: Bindable, options?: CopyOptions): number {
+  upload(src: PinnedBuffer | ArrayBufferView, dst: Bindable, options?: CopyOptions): number;
+  upload(src: PinnedBuffer | ArrayBufferView, dst: Texture, options?: TextureTransferOptions): number;
+  upload(src: PinnedBuffer | ArrayBufferView, dst: Bindable | Texture, options?: CopyOptions | TextureTransferOptions): number {
     const site = this.#site('upload');
+    const t = textureArg(dst, 'dst', TextureUsage.COPY_DST, this.#host.device, site);
+    if (t) {
+      if (src instanceof PinnedBuffer) this.#checkPinned(src, 'upload', site);
+      else if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
+      return this.#texture(uploadTexture(src, t.texture, textureOptions(options, site), this.#host.staging, this.label, site), t.tracked, site, 1);
+    }
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE;
     if (src instanceof PinnedBuffer) {
       this.#checkPinned(src, 'upload', site);
-      const r = copyRange(options, src.size, d.size, src.label, d.label, site);
+      const r = copyRange(options as CopyOptions | undefined, src.size, d.size, src.label, d.label, site);
       return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, NONE, tracked, site, src.label, d.label, tracked === NONE).id;
     }
     if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     checkAttached(src, 'src', site);
-    const r = copyRange(options, src.byteLength, d.size, 'src', d.label, site);
+    const r = copyRange(options as CopyOptions | undefined, src.byteLength, d.size, 'src', d.label, site);
     const isolated = tracked === NONE;
     return uploadPageable(this.#host.staging, this.label, src, r.srcOffset, r.dstOffset, r.size, this.#host.uploadPieceBytes, (staging, dstOffset, size, eager, t0, t1) => {
       const op = this.#host.scheduler.enqueue(this.queue, { kind: 'upload', pinned: null, staging, srcOffset: 0, dst: d.buffer, dstOffset, size }, NONE, tracked, site.enqueueSite, '', d.label, isolated, eager);
@@ -206,19 +196,27 @@ export class Stream {
    * `stream.synchronize()`, an event recorded after it, or a later `hostFn`.
    * @returns the op id
    */
-  download(src: Bindable, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number {
+  download(src: Bindable, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number;
+  download(src: Texture, dst: PinnedBuffer | ArrayBufferView, options?: TextureTransferOptions): number;
+  download(src: Bindable | Texture, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions | TextureTransferOptions): number {
     const site = this.#site('download');
+    const t = textureArg(src, 'src', TextureUsage.COPY_SRC, this.#host.device, site);
+    if (t) {
+      if (dst instanceof PinnedBuffer) this.#checkPinned(dst, 'download', site);
+      else if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
+      return this.#texture(downloadTexture(t.texture, dst, textureOptions(options, site), site), t.tracked, site, 1);
+    }
     const s = this.#unwrap(src, 'src', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
     const tracked: DeviceBuffer[] = src instanceof DeviceBuffer ? [src] : NONE;
     if (dst instanceof PinnedBuffer) {
       this.#checkPinned(dst, 'download', site);
-      const r = copyRange(options, s.size, dst.size, s.label, dst.label, site);
+      const r = copyRange(options as CopyOptions | undefined, s.size, dst.size, s.label, dst.label, site);
       return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, NONE, tracked, site, s.label, dst.label, tracked === NONE).id;
     }
     if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
     checkAttached(dst, 'dst', site);
-    const r = copyRange(options, s.size, dst.byteLength, s.label, 'dst', site);
+    const r = copyRange(options as CopyOptions | undefined, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
     return this.#enqueue({ kind: 'download', src: s.buffer, pinned: null, view, readback: null, ...r, dstOffset: 0 }, NONE, tracked, site, s.label, 'host', tracked === NONE).id;
   }
@@ -380,7 +378,7 @@ export class Stream {
   }
 
   /** `subject` and `target` make the op's name (see `Op.name`); no string is built per op. */
-  #enqueue(payload: Op['payload'], extraDeps: readonly (Op | null)[], buffers: DeviceBuffer[], site: Site, subject: string, target = '', isolated = false): Op {
+  #enqueue(payload: Op['payload'], extraDeps: readonly (Op | null)[], buffers: DeviceResource[], site: Site, subject: string, target = '', isolated = false): Op {
     return this.#host.scheduler.enqueue(this.queue, payload, extraDeps, buffers, site.enqueueSite, subject, target, isolated);
   }
 
@@ -399,6 +397,13 @@ export class Stream {
       return { buffer: g, label: g.label || 'GPUBuffer', size: g.size, usage: g.usage };
     }
     throw new InvalidArgumentError(`Expected \`${argName(what, binding)}\` to be a DeviceBuffer (ctx.alloc) or GPUBuffer, got ${showValue(b)}`, site);
+  }
+
+  /** Enqueues a texture transfer; it goes in a submit of its own unless all `resources` of it are tracked ones. */
+  #texture(p: CopyPayload | UploadPayload | DownloadPayload, tracked: DeviceResource[], site: Site, resources: number): number {
+    const name = (x: GPUBuffer | TextureRegion | null | undefined): string => (x instanceof TextureRegion ? x.label : x?.label || 'host');
+    const [from, to] = p.kind === 'upload' ? [p.pinned?.label ?? 'host', name(p.dst)] : p.kind === 'download' ? [name(p.src), p.pinned?.label ?? 'host'] : [name(p.src), name(p.dst)];
+    return this.#enqueue(p, NONE, tracked, site, from, to, tracked.length < resources).id;
   }
 
   #checkPinned(p: PinnedBuffer, kind: 'upload' | 'download', site: ErrorSite): void {

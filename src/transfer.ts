@@ -79,9 +79,14 @@ export class StagingPool {
       block.bytes!.set(src, offset);
       return { block, offset };
     }
+    return this.stageWith(size, stream, (bytes) => bytes.set(src));
+  }
+
+  /** Stages `size` bytes that `fill` writes (a texture's rows, laid out for the copy) in a buffer of their own. */
+  stageWith(size: number, stream: string, fill: (bytes: Uint8Array) => void): StagingSlice {
     const block = this.#mapped(this.#acquireUpload(size, stream));
     block.users++;
-    block.bytes!.set(src);
+    fill(block.bytes!);
     this.#seal(block);
     return { block, offset: 0 };
   }

@@ -1,29 +1,16 @@
 /**
- * WGSL reflection: what the runtime reads of a kernel's source to check a launch at the call, the
- * `@group(0)` buffer bindings (kind, minimum size by WGSL's memory layout rules, with consts,
- * aliases, structs, `@size` and `@align` resolved), the override names and the workgroup size.
+ * WGSL reflection: what the runtime reads of a kernel's source to check a launch at the call: the
+ * bindings (a buffer's kind and minimum size by WGSL's layout rules, consts, aliases, structs,
+ * `@size` and `@align` resolved; textures and samplers in wgsl-resources.ts), the override names
+ * and the workgroup size.
  * A small reader of declarations, not a WGSL compiler: anything it cannot work out marks the
  * binding inexact (`exact: false`), and the runtime then lets WebGPU judge that launch alone.
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { expectString } from './validate.js';
-/** One `@group(0) @binding(n)` resource of a kernel, read from its WGSL. */
-export interface BindingInfo {
-  binding: number;
-  name: string;
-  kind: 'storage' | 'read-only-storage' | 'uniform';
-  /**
-   * Smallest buffer size the binding accepts, bytes: the size of its type by WGSL's layout rules,
-   * a runtime-sized array counting one element. A lower bound (at least 4) when `exact` is false.
-   */
-  minBytes: number;
-  /**
-   * True when every part of the type was understood (consts, aliases, structs and their `@size`
-   * and `@align` resolved); false when something was guessed, e.g. an override-sized array.
-   */
-  exact: boolean;
-}
+import { resourceOf, type BindingInfo } from './wgsl-resources.js';
 
+export type { BindingInfo } from './wgsl-resources.js';
 const SCALARS: Record<string, number> = { f32: 4, u32: 4, i32: 4, f16: 2, bool: 4 };
 
 interface Layout {
@@ -408,29 +395,41 @@ export interface WgslReflection {
 }
 
 /**
- * Reads the group-0 buffer bindings, overrides, compute entry points and the entry point's
- * workgroup size of a WGSL compute shader. Throws InvalidArgumentError (at `site`) on bindings
- * the runtime cannot bind: another group, a texture or sampler, or numbers that are not 0..n-1.
+ * Reads the bindings (buffers, textures, samplers), overrides, compute entry points and the entry
+ * point's workgroup size of a WGSL compute shader. Throws InvalidArgumentError (at `site`) on
+ * bindings the runtime cannot bind: a group past 3, texture_external, or numbers that are not 0..n-1.
  */
 export function reflectWgsl(wgsl: string, entryPoint: string, site: ErrorSite = { op: 'kernel' }): WgslReflection {
   expectString('wgsl', wgsl, site);
   expectString('entryPoint', entryPoint, site);
   const module = new WgslModule(stripComments(wgsl));
   const bindings: BindingInfo[] = [];
+  const filtering = module.vars.some((v) => v.type.join('') === 'sampler');
   for (const v of module.vars) {
     const group = v.attrs.get('group')?.length === 1 ? module.evaluate(v.attrs.get('group')![0]!) : undefined;
     const binding = v.attrs.get('binding')?.length === 1 ? module.evaluate(v.attrs.get('binding')![0]!) : undefined;
     if (group === undefined || binding === undefined) throw new InvalidArgumentError(`cannot read the @group/@binding of '${v.name}'; use integer constants`, site);
-    if (group !== 0) throw new InvalidArgumentError(`binding '${v.name}' is in @group(${group}); kernels may only use @group(0)`, site);
-    if (v.space !== 'storage' && v.space !== 'uniform') throw new InvalidArgumentError(`binding '${v.name}' is not a storage or uniform buffer; kernels bind buffers only`, site);
-    const kind = v.space === 'uniform' ? 'uniform' : v.access === 'read_write' || v.access === 'write' ? 'storage' : 'read-only-storage';
-    const layout = module.layoutOf(v.type);
-    // A guessed size stays a lower bound, and no binding takes less than 4 bytes.
-    bindings.push({ binding, name: v.name, kind, minBytes: layout.exact ? layout.size : Math.max(4, layout.size), exact: layout.exact });
+    if (group > 3) throw new InvalidArgumentError(`binding '${v.name}' is in @group(${group}); WebGPU guarantees @group(0) to @group(3)`, site);
+    if (v.space === 'storage' || v.space === 'uniform') {
+      const kind = v.space === 'uniform' ? 'uniform' : v.access === 'read_write' || v.access === 'write' ? 'storage' : 'read-only-storage';
+      const layout = module.layoutOf(v.type);
+      // A guessed size stays a lower bound, and no binding takes less than 4 bytes.
+      bindings.push({ group, binding, name: v.name, kind, minBytes: layout.exact ? layout.size : Math.max(4, layout.size), exact: layout.exact });
+      continue;
+    }
+    const r = v.space === undefined ? resourceOf(v.type.join(''), filtering) : null;
+    if (r === 'external') throw new InvalidArgumentError(`binding '${v.name}' is a texture_external; compute kernels here bind buffers, textures, storage textures and samplers`, site);
+    if (!r) throw new InvalidArgumentError(`binding '${v.name}' is not a buffer, texture, storage texture or sampler the runtime can bind (type '${v.type.join('')}')`, site);
+    bindings.push({ group, binding, name: v.name, minBytes: 0, exact: true, ...r });
   }
-  bindings.sort((a, b) => a.binding - b.binding);
+  // Launch bindings are positional: groups 0..g-1, each numbered 0..n-1.
+  bindings.sort((a, b) => a.group - b.group || a.binding - b.binding);
   bindings.forEach((b, i) => {
-    if (b.binding !== i) throw new InvalidArgumentError(`bindings must be numbered 0..n-1 without gaps; found @binding(${b.binding}) ('${b.name}') at position ${i}`, site);
+    const prev = bindings[i - 1], same = prev !== undefined && b.group === prev.group;
+    const [group, binding] = same ? [prev.group, prev.binding + 1] : [prev ? prev.group + 1 : 0, 0];
+    if (b.group !== group || b.binding !== binding) {
+      throw new InvalidArgumentError(`bindings must be numbered @group(0..g-1) @binding(0..n-1) without gaps; expected @group(${group}) @binding(${binding}), found @group(${b.group}) @binding(${b.binding}) ('${b.name}')`, site);
+    }
   });
   const entryPoints = module.fns.filter((f) => f.attrs.has('compute')).map((f) => f.name);
   let workgroupSize: [number, number, number] | null = null;

@@ -175,7 +175,7 @@ async function dispatchError(k: ReturnType<Context['kernel']>, bytes: number, us
   const { device } = ctx;
   const buffer = device.createBuffer({ size: bytes, usage, label: `reflect ${bytes}` });
   device.pushErrorScope('validation');
-  const bindGroup = device.createBindGroup({ layout: k.layout, entries: [{ binding: 0, resource: { buffer } }] });
+  const bindGroup = device.createBindGroup({ layout: k.layouts[0]!, entries: [{ binding: 0, resource: { buffer } }] });
   const encoder = device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   pass.setPipeline(k.pipeline(undefined).pipeline);
@@ -214,23 +214,50 @@ describe('kernel errors name op "kernel"', () => {
     return err as InvalidArgumentError;
   }
 
-  it('a binding in @group(1)', () => {
+  it('a binding in @group(1) with nothing in @group(0), or in @group(4)', () => {
     const e = thrown(() => ctx.kernel('@group(1) @binding(0) var<storage, read_write> d: array<u32>;\n@compute @workgroup_size(1) fn main() { d[0] = 1u; }'));
-    expect(e.message).toMatch(/'d' is in @group\(1\)/);
+    expect(e.message).toMatch(/expected @group\(0\) @binding\(0\), found @group\(1\) @binding\(0\) \('d'\)/);
+    const four = thrown(() => ctx.kernel('@group(4) @binding(0) var<storage, read_write> d: array<u32>;\n@compute @workgroup_size(1) fn main() { d[0] = 1u; }'));
+    expect(four.message).toMatch(/'d' is in @group\(4\); WebGPU guarantees @group\(0\) to @group\(3\)/);
   });
 
   it('gapped binding numbers', () => {
     const e = thrown(() => ctx.kernel('@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(2) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(1) fn main() { a[0] = b[0]; }'));
-    expect(e.message).toMatch(/without gaps; found @binding\(2\)/);
+    expect(e.message).toMatch(/without gaps; expected @group\(0\) @binding\(1\), found @group\(0\) @binding\(2\) \('b'\)/);
   });
 
   it('reflectWgsl called directly names op "kernel" too', () => {
-    thrown(() => reflectWgsl('@group(3) @binding(0) var<storage> d: f32;', 'main'));
+    thrown(() => reflectWgsl('@group(4) @binding(0) var<storage> d: f32;', 'main'));
   });
 
-  it('a texture binding', () => {
-    const e = thrown(() => ctx.kernel('@group(0) @binding(0) var t: texture_2d<f32>;\n@compute @workgroup_size(1) fn main() { _ = t; }'));
-    expect(e.message).toMatch(/'t' is not a storage or uniform buffer/);
+  it('a texture_external binding, or a type that is no resource', () => {
+    const e = thrown(() => ctx.kernel('@group(0) @binding(0) var t: texture_external;\n@compute @workgroup_size(1) fn main() { _ = t; }'));
+    expect(e.message).toMatch(/'t' is a texture_external/);
+    const f = thrown(() => ctx.kernel('@group(0) @binding(0) var<private> t: f32;\n@compute @workgroup_size(1) fn main() { _ = t; }'));
+    expect(f.message).toMatch(/'t' is not a buffer, texture, storage texture or sampler/);
+  });
+
+  it.each([
+    ['texture_2d<f32>', { kind: 'texture', sampleType: 'unfilterable-float', viewDimension: '2d', multisampled: false }],
+    ['texture_2d_array<u32>', { kind: 'texture', sampleType: 'uint', viewDimension: '2d-array' }],
+    ['texture_3d<i32>', { kind: 'texture', sampleType: 'sint', viewDimension: '3d' }],
+    ['texture_multisampled_2d<f32>', { kind: 'texture', sampleType: 'unfilterable-float', multisampled: true }],
+    ['texture_depth_cube', { kind: 'texture', sampleType: 'depth', viewDimension: 'cube' }],
+    ['texture_storage_2d<rgba16float, read_write>', { kind: 'storage-texture', format: 'rgba16float', access: 'read_write', viewDimension: '2d' }],
+    ['texture_storage_1d<r32uint, read>', { kind: 'storage-texture', format: 'r32uint', access: 'read', viewDimension: '1d' }],
+    ['sampler_comparison', { kind: 'sampler', samplerType: 'comparison' }],
+  ])('reflects %s', (type, want) => {
+    const r = reflectWgsl(`@group(0) @binding(0) var v: ${type};\n@compute @workgroup_size(1) fn main() {}`, 'main');
+    expect(r.bindings[0]).toMatchObject({ group: 0, binding: 0, name: 'v', minBytes: 0, ...want });
+  });
+
+  it('a texture_2d<f32> reflects as float when the module has a filtering sampler; bindings sort by group, then binding', () => {
+    const r = reflectWgsl('@group(1) @binding(0) var<uniform> u: vec4f;\n@group(0) @binding(1) var s: sampler;\n@group(0) @binding(0) var t: texture_2d<f32>;\n@compute @workgroup_size(1) fn main() {}', 'main');
+    expect(r.bindings.map((b) => [b.group, b.binding, b.name, b.sampleType ?? b.samplerType ?? b.kind])).toEqual([
+      [0, 0, 't', 'float'],
+      [0, 1, 's', 'filtering'],
+      [1, 0, 'u', 'uniform'],
+    ]);
   });
 
   it('an unknown option', () => {

@@ -11,6 +11,7 @@ import { MapMode } from '../gpu-constants.js';
 import { NONE, type Op } from '../op.js';
 import type { Trace } from '../trace.js';
 import type { StagingPool } from '../transfer.js';
+import { copyRows } from '../texture.js';
 import type { Batch, Encoder } from './encode.js';
 import { awaitHostFn, callHostFn, hostBudget, hostFnEnded, resumeNextTurn } from './host.js';
 
@@ -222,11 +223,12 @@ export class Completer {
       ([err]) => {
         // Nothing is written into the user's array for an op that failed (its copy never ran).
         if (!err && !op.done) {
-          if (view.byteLength !== size) {
+          if (view.byteLength !== (p.unpack?.bytes ?? size)) {
             this.fail(op, new InvalidArgumentError(`the destination array was detached (transferred with postMessage or structuredClone, or its buffer resized) before the download completed; keep it until the op completes`, op.site()));
           } else {
             if (op.times) op.times.tHostBegin = performance.now();
-            view.set(new Uint8Array(rb.getMappedRange(0, size)));
+            const bytes = new Uint8Array(rb.getMappedRange(0, size));
+            if (p.unpack) copyRows(p.unpack.region, bytes, p.unpack.region, view, p.unpack.to); else view.set(bytes);
             if (op.times) op.times.tHostEnd = performance.now();
           }
         }

@@ -6,6 +6,7 @@ import { BufferUsage } from '../gpu-constants.js';
 import type { Op } from '../op.js';
 import type { PinnedBuffer } from '../pinned.js';
 import type { StagingPool } from '../transfer.js';
+import { encodeTextureCopy, TextureRegion } from '../texture.js';
 
 const QUERIES_PER_BATCH = 512;
 
@@ -98,11 +99,11 @@ export class Encoder {
     const timed = this.#timed();
     switch (p.kind) {
       case 'launch': {
-        const bindGroup = p.kernel.bindGroup(p.bindings);
+        const groups = p.kernel.bindGroups(p.bindings);
         const tw = timed ? this.#timestampWrites(b, op) : undefined;
         const pass = enc.beginComputePass(tw ? { label: op.name, timestampWrites: tw } : this.options.labels ? { label: op.name } : undefined);
         pass.setPipeline(p.pipeline.pipeline);
-        pass.setBindGroup(0, bindGroup);
+        for (let g = 0; g < groups.length; g++) pass.setBindGroup(g, groups[g]!);
         pass.dispatchWorkgroups(p.workgroups[0], p.workgroups[1], p.workgroups[2]);
         pass.end();
         break;
@@ -213,9 +214,10 @@ export class Encoder {
   }
 
   /** Encodes a copy; between two empty timestamp passes when GPU tracing is on. */
-  #copy(b: Batch, op: Op, timed: boolean, src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
-    if (!timed || !this.hasQueryRoom(b)) return b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
-    this.#bracketed(b, op, true, () => b.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size));
+  #copy(b: Batch, op: Op, timed: boolean, src: GPUBuffer | TextureRegion, srcOffset: number, dst: GPUBuffer | TextureRegion, dstOffset: number, size: number): void {
+    const enc = b.encoder;
+    const body = src instanceof TextureRegion || dst instanceof TextureRegion ? () => encodeTextureCopy(enc, src, srcOffset, dst, dstOffset) : () => enc.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+    this.#bracketed(b, op, timed, body);
   }
 
   /** Runs `body` (encoding `op` into `b`) between two empty timestamp passes when `timed` and the batch has room. */

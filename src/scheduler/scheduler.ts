@@ -13,7 +13,7 @@
  *   goes in a submit of its own; what depends on it waits for its validation.
  */
 import { AbortError, AggregateStreamError, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
-import type { DeviceBuffer } from '../memory.js';
+import type { DeviceResource } from '../memory.js';
 import { NONE, Op, OpTimes, StreamQueue, addDep, withItem, type Payload, type QueueOwner } from '../op.js';
 import type { Trace } from '../trace.js';
 import type { StagingPool } from '../transfer.js';
@@ -105,7 +105,7 @@ export class Scheduler implements QueueOwner {
    * this context or another. Never blocks; schedules a flush on a microtask. `eager`: order it
    * now when it can run (a pageable upload's piece, so the GPU copies it while the next is staged).
    */
-  enqueue(q: StreamQueue, payload: Payload, extraDeps: readonly (Op | null | undefined)[], buffers: DeviceBuffer[], callSite: Error | undefined, subject: string, target = '', isolated = false, eager = false): Op {
+  enqueue(q: StreamQueue, payload: Payload, extraDeps: readonly (Op | null | undefined)[], buffers: DeviceResource[], callSite: Error | undefined, subject: string, target = '', isolated = false, eager = false): Op {
     // Exact-size arrays, no closure: queued ops live until they complete (young GCs copy them).
     let deps: Op[] = addDep(NONE, q.tail);
     for (let i = 0; i < extraDeps.length; i++) deps = addDep(deps, extraDeps[i]);

@@ -1,0 +1,219 @@
+/**
+ * Textures (src/texture.ts, src/texture-copy.ts, launch bindings in src/launch-args.ts) on real
+ * WebGPU (Dawn): uploads from pageable and pinned memory in any row layout, downloads, copies
+ * between buffers and textures and between textures, kernels that bind textures, storage
+ * textures, samplers and a second bind group; memory accounting and deferred destroy; the
+ * sanitizer on texture rows; argument checks at the call. Texels are seeded random bytes, checked
+ * byte for byte against what went in or a CPU reference.
+ */
+import { describe, expect, it } from 'vitest';
+import { useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context } from '../src/index.js';
+
+type GpuCtx = Context & { errors: string[] };
+let ctx: GpuCtx;
+useGpuContext((c) => (ctx = c), { sanitize: 'throw' });
+
+const seed = randomSeed();
+const r = rng(seed);
+const bytes = (n: number): Uint8Array => new Uint8Array(r.u32Array(Math.ceil(n / 4)).buffer, 0, n);
+/** The rows of a w x h region at (x, y) of a tightly packed `full` image `fw` texels wide. */
+function crop(full: Uint8Array, fw: number, texel: number, x: number, y: number, w: number, h: number): Uint8Array {
+  const out = new Uint8Array(w * h * texel);
+  for (let row = 0; row < h; row++) out.set(full.subarray(((y + row) * fw + x) * texel, ((y + row) * fw + x + w) * texel), row * w * texel);
+  return out;
+}
+const same = (a: Uint8Array, b: Uint8Array): number => {
+  if (a.length !== b.length) return -2;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+};
+
+describe(`textures (seed ${seed})`, () => {
+  it.each([
+    ['rgba8unorm', 4],
+    ['r8unorm', 1],
+    ['rgba32float', 16],
+  ] as const)('%s: a pageable upload of tight rows and a pageable download give the texels back, whole and as a region', async (format, texel) => {
+    const [w, h] = [37 + (r.u32() % 20), 23];
+    const tex = ctx.allocTexture({ size: [w, h], format, label: 'img' });
+    const s = ctx.createStream({ label: 'tex' });
+    const data = bytes(w * h * texel);
+    s.upload(data, tex);
+    const back = new Uint8Array(w * h * texel);
+    s.download(tex, back);
+    // A region, into an array whose rows are padded (bytesPerRow) and offset.
+    const [x, y, rw, rh] = [3, 5, 11, 7];
+    const pad = rw * texel + 2 * texel;
+    const region = new Uint8Array(16 + pad * rh).fill(0xee);
+    s.download(tex, region, { origin: [x, y], size: [rw, rh], offset: 16, bytesPerRow: pad });
+    await s.synchronize();
+    expect(same(back, data), `seed ${seed}`).toBe(-1);
+    const want = crop(data, w, texel, x, y, rw, rh);
+    for (let row = 0; row < rh; row++) expect(same(region.subarray(16 + row * pad, 16 + row * pad + rw * texel), want.subarray(row * rw * texel, (row + 1) * rw * texel)), `row ${row}, seed ${seed}`).toBe(-1);
+    expect(region[16 + rw * texel], 'padding between rows is left alone').toBe(0xee);
+    expect(region[0]).toBe(0xee);
+    tex.destroy();
+  });
+
+  it('pinned memory in unaligned rows (row by row) and in textureLayout rows (one copy) uploads and downloads', async () => {
+    const [w, h] = [45, 17];
+    const tex = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm' });
+    const s = ctx.createStream();
+    const data = bytes(w * h * 4);
+    const tight = ctx.allocHost(w * h * 4, 'upload');
+    tight.bytes.set(data);
+    s.upload(tight, tex); // 180-byte rows: one copy per row
+    const layout = textureLayout('rgba8unorm', [w, h]);
+    expect(layout.bytesPerRow).toBe(256);
+    const down = ctx.allocHost(layout.byteLength, 'download');
+    s.download(tex, down, { bytesPerRow: layout.bytesPerRow });
+    await s.synchronize();
+    await down.ready();
+    const got = down.bytes;
+    for (let y = 0; y < h; y++) expect(same(got.subarray(y * 256, y * 256 + w * 4), data.subarray(y * w * 4, (y + 1) * w * 4)), `row ${y}, seed ${seed}`).toBe(-1);
+    const tightDown = ctx.allocHost(w * h * 4, 'download');
+    s.download(tex, tightDown);
+    await s.synchronize();
+    await tightDown.ready();
+    expect(same(tightDown.bytes, data), `seed ${seed}`).toBe(-1);
+    for (const b of [tight, down, tightDown]) b.destroy();
+    tex.destroy();
+  });
+
+  it('copies buffer -> texture -> texture (at an origin) -> buffer on the GPU', async () => {
+    const [w, h] = [64, 9];
+    const data = bytes(w * h * 4);
+    const src = ctx.alloc(w * h * 4), dst = ctx.alloc(w * h * 4);
+    const a = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm', label: 'a' });
+    const b = ctx.allocTexture({ size: [w + 8, h + 4], format: 'rgba8unorm', label: 'b' });
+    const s = ctx.createStream();
+    s.upload(data, src);
+    s.copy(src, a, { bytesPerRow: w * 4 }); // 256-byte rows: one command
+    s.copy(a, b, { dstOrigin: [8, 4] });
+    s.copy(b, dst, { origin: [8, 4], size: [w, h] });
+    const out = new Uint8Array(w * h * 4);
+    s.download(dst, out);
+    await s.synchronize();
+    expect(same(out, data), `seed ${seed}`).toBe(-1);
+    for (const x of [src, dst, a, b]) x.destroy();
+  });
+
+  it('counts textures in ctx.memory (every mip level) and defers destroy while a stream uses one', async () => {
+    const base = ctx.memory.current;
+    const tex = ctx.allocTexture({ size: [64, 32], format: 'rgba16float', mipLevelCount: 3 });
+    expect(tex.byteSize).toBe((64 * 32 + 32 * 16 + 16 * 8) * 8);
+    expect(ctx.memory.current - base).toBe(tex.byteSize);
+    const s = ctx.createStream();
+    s.hostFn(() => new Promise((res) => setTimeout(res, 20)));
+    const data = bytes(16 * 8 * 8);
+    s.upload(data, tex, { mipLevel: 2 });
+    const back = new Uint8Array(data.length);
+    s.download(tex, back, { mipLevel: 2 });
+    tex.destroy();
+    expect(tex.pendingUses).toBe(2);
+    expect(ctx.memory.current - base, 'destroy waits for the stream').toBe(tex.byteSize);
+    expect(() => s.upload(data, tex, { mipLevel: 2 })).toThrow(DestroyedError);
+    await s.synchronize();
+    expect(same(back, data), `seed ${seed}`).toBe(-1);
+    expect(ctx.memory.current).toBe(base);
+  });
+
+  it('a kernel reads a texture_2d, samples through a sampler, writes a texture_storage_2d and takes a uniform in @group(1)', async () => {
+    const [w, h] = [33, 19];
+    const k = ctx.kernel(`
+      @group(0) @binding(0) var src: texture_2d<f32>;
+      @group(0) @binding(1) var dst: texture_storage_2d<rgba8unorm, write>;
+      @group(0) @binding(2) var smp: sampler;
+      @group(1) @binding(0) var<uniform> gain: vec4f;
+      @compute @workgroup_size(8, 8) fn main(@builtin(global_invocation_id) id: vec3u) {
+        if (id.x >= ${w}u || id.y >= ${h}u) { return; }
+        let a = textureLoad(src, vec2i(id.xy), 0);
+        let b = textureSampleLevel(src, smp, (vec2f(id.xy) + 0.5) / vec2f(${w}.0, ${h}.0), 0.0);
+        textureStore(dst, vec2i(id.xy), vec4f(0.5 * (a.rgb + b.rgb) * gain.x, 1.0 - a.a));
+      }`);
+    expect(k.bindings.map((b) => `${b.group}:${b.binding} ${b.kind}`)).toEqual(['0:0 texture', '0:1 storage-texture', '0:2 sampler', '1:0 uniform']);
+    expect(k.bindings[0]!.sampleType).toBe('float');
+    const data = bytes(w * h * 4);
+    const src = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm' }), dst = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm' });
+    const gain = ctx.alloc(16, { usage: 0x40 | 0x8 });
+    const smp = ctx.device.createSampler({ magFilter: 'nearest', minFilter: 'nearest' });
+    const s = ctx.createStream();
+    s.upload(data, src);
+    s.upload(new Float32Array([0.5, 0, 0, 0]), gain);
+    s.launch(k, { bindings: [src, dst, smp, gain], workgroups: [Math.ceil(w / 8), Math.ceil(h / 8)] });
+    const out = new Uint8Array(w * h * 4);
+    s.download(dst, out);
+    await s.synchronize();
+    let worst = 0;
+    for (let i = 0; i < w * h; i++) {
+      for (let c = 0; c < 4; c++) {
+        const v = data[i * 4 + c]! / 255, want = c < 3 ? v * 0.5 : 1 - data[i * 4 + 3]! / 255;
+        worst = Math.max(worst, Math.abs(out[i * 4 + c]! - want * 255));
+      }
+    }
+    expect(worst, `seed ${seed}`).toBeLessThanOrEqual(1);
+    for (const x of [src, dst, gain]) x.destroy();
+  });
+
+  it('two streams write disjoint bands of one texture unordered (no race); overlapping bands race at the call', async () => {
+    const [w, h] = [16, 16];
+    const tex = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm', label: 'bands' });
+    const [a, b] = [ctx.createStream({ label: 'top' }), ctx.createStream({ label: 'bottom' })];
+    const [top, bottom] = [bytes(w * 8 * 4), bytes(w * 8 * 4)];
+    a.upload(top, tex, { size: [w, 8] });
+    b.upload(bottom, tex, { origin: [0, 8], size: [w, 8] });
+    expect(() => b.upload(bottom, tex, { origin: [0, 7], size: [w, 2] })).toThrow(/race on texture 'bands'/);
+    await Promise.all([a.synchronize(), b.synchronize()]);
+    const back = new Uint8Array(w * h * 4);
+    a.waitStream(b);
+    a.download(tex, back);
+    await a.synchronize();
+    expect(same(back.subarray(0, top.length), top), `seed ${seed}`).toBe(-1);
+    expect(same(back.subarray(top.length), bottom), `seed ${seed}`).toBe(-1);
+    tex.destroy();
+  });
+
+  it('a copy WebGPU rejects (a destroyed raw GPUTexture) fails that op alone; another stream runs on', async () => {
+    const raw = ctx.device.createTexture({ size: [8, 8], format: 'rgba8unorm', usage: 0x2 | 0x1, label: 'raw' });
+    raw.destroy();
+    const [bad, good] = [ctx.createStream({ label: 'bad' }), ctx.createStream({ label: 'good' })];
+    bad.upload(bytes(256), raw);
+    const data = bytes(64);
+    const buf = ctx.alloc(64), out = new Uint8Array(64);
+    good.upload(data, buf);
+    good.download(buf, out);
+    await expect(bad.synchronize()).rejects.toBeInstanceOf(GpuValidationError);
+    await good.synchronize();
+    expect(same(out, data)).toBe(-1);
+    buf.destroy();
+  });
+
+  it('checks a texture transfer and a texture binding at the call, naming the op and the stream', () => {
+    const tex = ctx.allocTexture({ size: [8, 8], format: 'rgba8unorm', label: 't' });
+    const s = ctx.createStream({ label: 'checks' });
+    const thrown = (f: () => unknown): Error => {
+      try {
+        f();
+      } catch (e) {
+        expect(e).toBeInstanceOf(InvalidArgumentError);
+        expect((e as InvalidArgumentError).stream).toBe('checks');
+        return e as Error;
+      }
+      throw new Error('expected a throw');
+    };
+    expect(thrown(() => s.upload(new Uint8Array(256), tex, { origin: [4, 4], size: [5, 4] })).message).toMatch(/origin 4,4,0 \+ size 5x4x1 is outside mip level 0 \(8x8x1\)/);
+    expect(thrown(() => s.upload(new Uint8Array(100), tex)).message).toMatch(/'src' has 100 bytes; 8x8x1 texels of 't' at bytesPerRow 32 need 256/);
+    expect(thrown(() => s.download(tex, new Uint8Array(256), { bytesPerRow: 30 })).message).toMatch(/bytesPerRow/);
+    expect(thrown(() => s.upload(new Uint8Array(256), tex, { srcOffset: 4 } as never)).message).toMatch(/Unknown option `options.srcOffset`/);
+    const depth = ctx.allocTexture({ size: [8, 8], format: 'depth32float', usage: 0x1 | 0x2 | 0x10 });
+    expect(thrown(() => s.upload(new Uint8Array(256), depth)).message).toMatch(/format 'depth32float', which buffer transfers do not move/);
+    const noCopy = ctx.allocTexture({ size: [8, 8], format: 'rgba8unorm', usage: 0x4 });
+    expect(thrown(() => s.upload(new Uint8Array(256), noCopy)).message).toMatch(/lacks COPY_DST usage/);
+    const k = ctx.kernel('@group(0) @binding(0) var o: texture_storage_2d<r32float, write>;\n@compute @workgroup_size(1) fn main() { textureStore(o, vec2i(0), vec4f(1.0)); }');
+    expect(thrown(() => s.launch(k, { bindings: [tex], workgroups: 1 })).message).toMatch(/texture_storage of format 'r32float'; 't' is 'rgba8unorm'/);
+    expect(thrown(() => s.launch(k, { bindings: [ctx.alloc(16)], workgroups: 1 })).message).toMatch(/is a storage texture: pass a DeviceTexture, GPUTexture or GPUTextureView/);
+    expect(() => ctx.allocTexture({ size: [0, 8], format: 'rgba8unorm' })).toThrow(/size\[0\]/);
+    for (const t of [tex, depth, noCopy]) t.destroy();
+  });
+});
