@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { textureProgram } from './fixtures/textures.js';
 import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
@@ -119,41 +120,10 @@ describe(`textures (seed ${seed})`, () => {
     expect(ctx.memory.current).toBe(base);
   });
 
-  it('a kernel reads a texture_2d, samples through a sampler, writes a texture_storage_2d and takes a uniform in @group(1)', async () => {
-    const [w, h] = [33, 19];
-    const k = ctx.kernel(`
-      @group(0) @binding(0) var src: texture_2d<f32>;
-      @group(0) @binding(1) var dst: texture_storage_2d<rgba8unorm, write>;
-      @group(0) @binding(2) var smp: sampler;
-      @group(1) @binding(0) var<uniform> gain: vec4f;
-      @compute @workgroup_size(8, 8) fn main(@builtin(global_invocation_id) id: vec3u) {
-        if (id.x >= ${w}u || id.y >= ${h}u) { return; }
-        let a = textureLoad(src, vec2i(id.xy), 0);
-        let b = textureSampleLevel(src, smp, (vec2f(id.xy) + 0.5) / vec2f(${w}.0, ${h}.0), 0.0);
-        textureStore(dst, vec2i(id.xy), vec4f(0.5 * (a.rgb + b.rgb) * gain.x, 1.0 - a.a));
-      }`);
-    expect(k.bindings.map((b) => `${b.group}:${b.binding} ${b.kind}`)).toEqual(['0:0 texture', '0:1 storage-texture', '0:2 sampler', '1:0 uniform']);
-    expect(k.bindings[0]!.sampleType).toBe('float');
-    const data = bytes(w * h * 4);
-    const src = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm' }), dst = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm' });
-    const gain = ctx.alloc(16, { usage: 0x40 | 0x8 });
-    const smp = ctx.device.createSampler({ magFilter: 'nearest', minFilter: 'nearest' });
-    const s = ctx.createStream();
-    s.upload(data, src);
-    s.upload(new Float32Array([0.5, 0, 0, 0]), gain);
-    s.launch(k, { bindings: [src, dst, smp, gain], workgroups: [Math.ceil(w / 8), Math.ceil(h / 8)] });
-    const out = new Uint8Array(w * h * 4);
-    s.download(dst, out);
-    await s.synchronize();
-    let worst = 0;
-    for (let i = 0; i < w * h; i++) {
-      for (let c = 0; c < 4; c++) {
-        const v = data[i * 4 + c]! / 255, want = c < 3 ? v * 0.5 : 1 - data[i * 4 + 3]! / 255;
-        worst = Math.max(worst, Math.abs(out[i * 4 + c]! - want * 255));
-      }
-    }
-    expect(worst, `seed ${seed}`).toBeLessThanOrEqual(1);
-    for (const x of [src, dst, gain]) x.destroy();
+  it('the shared texture program (also run in Chromium): pinned rows, a load + sample + store kernel with @group(1), copies, padded rows', async () => {
+    const checks = await textureProgram(ctx, seed);
+    expect(checks.filter((c) => c.problem !== null), `seed ${seed}`).toEqual([]);
+    expect(checks).toHaveLength(3);
   });
 
   it('two streams write disjoint bands of one texture unordered (no race); overlapping bands race at the call', async () => {
