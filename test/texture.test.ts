@@ -144,6 +144,25 @@ describe(`textures (seed ${seed})`, () => {
     tex.destroy();
   });
 
+  it('stream.encode keeps a declared DeviceTexture alive until its op completed, and the sanitizer sees it', async () => {
+    const tex = ctx.allocTexture({ size: [64, 4], format: 'rgba8unorm', label: 'drawn' }); // 256-byte rows
+    const s = ctx.createStream({ label: 'app' }), other = ctx.createStream({ label: 'other' });
+    const data = bytes(1024);
+    s.hostFn(() => new Promise((res) => setTimeout(res, 20)));
+    s.upload(data, tex);
+    const buf = ctx.alloc(1024);
+    s.encode((enc) => enc.copyTextureToBuffer({ texture: tex.texture }, { buffer: buf.buffer, bytesPerRow: 256 }, [64, 4]), { reads: [tex], writes: [buf] });
+    tex.destroy();
+    expect(tex.pendingUses).toBe(2);
+    expect(() => other.download(buf, new Uint8Array(1024))).toThrow(StreamRaceError);
+    const out = new Uint8Array(1024);
+    s.download(buf, out);
+    await s.synchronize();
+    expect(same(out, data), `seed ${seed}`).toBe(-1);
+    expect(tex.pendingUses).toBe(0);
+    buf.destroy();
+  });
+
   it('a copy WebGPU rejects (a destroyed raw GPUTexture) fails that op alone; another stream runs on', async () => {
     const raw = ctx.device.createTexture({ size: [8, 8], format: 'rgba8unorm', usage: 0x2 | 0x1, label: 'raw' });
     raw.destroy();

@@ -216,8 +216,9 @@ export class Encoder {
   /** Encodes a copy; between two empty timestamp passes when GPU tracing is on. */
   #copy(b: Batch, op: Op, timed: boolean, src: GPUBuffer | TextureRegion, srcOffset: number, dst: GPUBuffer | TextureRegion, dstOffset: number, size: number): void {
     const enc = b.encoder;
-    const body = src instanceof TextureRegion || dst instanceof TextureRegion ? () => encodeTextureCopy(enc, src, srcOffset, dst, dstOffset) : () => enc.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
-    this.#bracketed(b, op, timed, body);
+    if (src instanceof TextureRegion || dst instanceof TextureRegion) return this.#bracketed(b, op, timed, () => encodeTextureCopy(enc, src, srcOffset, dst, dstOffset));
+    if (!timed || !this.hasQueryRoom(b)) return enc.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+    this.#bracketed(b, op, true, () => enc.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size));
   }
 
   /** Runs `body` (encoding `op` into `b`) between two empty timestamp passes when `timed` and the batch has room. */
