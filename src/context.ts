@@ -16,7 +16,7 @@ import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
 import { Stream, type StreamHost } from './stream.js';
 import { checkUsage, parseOptions } from './options.js';
-import type { StagingRing } from './upload-from.js';
+import { UploadRing } from './upload-ring.js';
 import { Trace } from './trace.js';
 import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue, syncSignal, type SyncOptions } from './validate.js';
 
@@ -194,6 +194,7 @@ export class Context {
   #kernels: Partial<Record<keyof BuiltinKernels, Kernel>> = {};
   readonly #host: StreamHost;
   readonly #pinnedHost: PinnedHost;
+  readonly #ring: UploadRing;
   /** Resolves with the loss reason when the device is lost. */
   readonly lost: Promise<{ reason: string; message: string }>;
 
@@ -218,22 +219,6 @@ export class Context {
     this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label, sanitizer);
     const scheduler = this.#scheduler;
     internals.set(this, { scheduler, staging: this.#staging });
-    this.#host = {
-      scheduler,
-      staging: this.#staging,
-      device,
-      label,
-      captureStacks,
-      uploadPieceBytes,
-      limits: {
-        maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,
-        maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
-        maxComputeWorkgroupsPerDimension: device.limits.maxComputeWorkgroupsPerDimension,
-      },
-      timestampQuery: this.features.timestampQuery,
-      checkAlive: (op, stream) => this.#checkAlive(op, stream),
-      uploadRing: this.#uploadRing(),
-    };
     this.#pinnedHost = {
       device,
       label,
@@ -250,37 +235,28 @@ export class Context {
         if (err) throw err;
       },
     };
+    this.#ring = new UploadRing(this.#pinnedHost, this.memory, this.limits.maxBufferSize);
+    this.#host = {
+      scheduler,
+      staging: this.#staging,
+      device,
+      label,
+      captureStacks,
+      uploadPieceBytes,
+      limits: {
+        maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,
+        maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
+        maxComputeWorkgroupsPerDimension: device.limits.maxComputeWorkgroupsPerDimension,
+      },
+      timestampQuery: this.features.timestampQuery,
+      checkAlive: (op, stream) => this.#checkAlive(op, stream),
+      uploadRing: this.#ring,
+    };
     this.defaultStream = new Stream(this.#host, this.#scheduler.defaultQueue);
     this.lost = device.lost.then((info) => {
       this.#scheduler.deviceLost(info.reason, info.message);
       return { reason: info.reason, message: info.message };
     });
-  }
-
-  /** Free staging buffers of `uploadFrom` (pinned, mapped), kept for the next transfer: up to 24 (three rings of 8: one copying, one read ahead, one reading). */
-  #ringFree: PinnedBuffer[] = [];
-
-  /** `uploadFrom`'s staging: pieces of 8 MiB (less where the device's buffers are smaller), in memory.staging. */
-  #uploadRing(): StagingRing {
-    const pieceBytes = Math.min(8 << 20, this.limits.maxBufferSize - (this.limits.maxBufferSize % 4));
-    return {
-      pieceBytes,
-      take: () => {
-        const p = this.#ringFree.pop();
-        if (p) return p;
-        this.memory.staging += pieceBytes;
-        const ring = new PinnedBuffer(this.#pinnedHost, pieceBytes, 'upload', `${this.label} uploadFrom staging`);
-        ring.internal = true;
-        return ring;
-      },
-      give: (p) => {
-        if (!this.#destroyed && this.#ringFree.length < 24) this.#ringFree.push(p);
-        else {
-          p.destroy();
-          this.memory.staging -= pieceBytes;
-        }
-      },
-    };
   }
 
   /**
@@ -418,10 +394,7 @@ export class Context {
     const busy = this.#scheduler.submitsInFlight > 0;
     this.#scheduler.close(new DestroyedError('destroyed by ctx.destroy() before this work completed', { context: this.label }));
     this.#staging.destroy();
-    for (const p of this.#ringFree.splice(0)) {
-      p.destroy();
-      this.memory.staging -= p.size;
-    }
+    this.#ring.close();
     this.#scheduler.destroy();
     if (this.#owned) {
       const device = this.device;

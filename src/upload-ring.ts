@@ -1,0 +1,47 @@
+/**
+ * `uploadFrom`'s staging ring: pinned upload buffers of 8 MiB (less where the device's buffers are
+ * smaller), counted in `memory.staging`. Up to 24 free ones are kept for the next transfer (three
+ * rings of 8 per stream: one copying, one read ahead, one reading).
+ */
+import type { MemoryStats } from './memory.js';
+import { PinnedBuffer, type PinnedHost } from './pinned.js';
+import type { StagingRing } from './upload-from.js';
+
+export class UploadRing implements StagingRing {
+  readonly pieceBytes: number;
+  readonly #free: PinnedBuffer[] = [];
+  #closed = false;
+
+  constructor(
+    readonly host: PinnedHost,
+    readonly memory: MemoryStats,
+    maxBufferSize: number,
+  ) {
+    this.pieceBytes = Math.min(8 << 20, maxBufferSize - (maxBufferSize % 4));
+  }
+
+  take(): PinnedBuffer {
+    const p = this.#free.pop();
+    if (p) return p;
+    this.memory.staging += this.pieceBytes;
+    const ring = new PinnedBuffer(this.host, this.pieceBytes, 'upload', `${this.host.label} uploadFrom staging`);
+    ring.internal = true;
+    return ring;
+  }
+
+  give(p: PinnedBuffer): void {
+    if (!this.#closed && this.#free.length < 24) this.#free.push(p);
+    else this.#drop(p);
+  }
+
+  /** The context is destroyed: free buffers go now, buffers in use when given back. */
+  close(): void {
+    this.#closed = true;
+    for (const p of this.#free.splice(0)) this.#drop(p);
+  }
+
+  #drop(p: PinnedBuffer): void {
+    p.destroy();
+    this.memory.staging -= this.pieceBytes;
+  }
+}
