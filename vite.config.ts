@@ -99,14 +99,16 @@ export default defineConfig(({ mode }) => {
       ssr: { noExternal: true, external: ['webgpu', 'puppeteer-core'] },
     };
   }
-  // `--mode browser-example`: the browser example (examples/browser) instead of the benchmark page.
-  const browserExample = mode === 'browser-example';
+  // `--mode browser-example` (examples/browser) and `--mode browser-example-textures`
+  // (examples/textures): a browser example instead of the benchmark page.
+  const browserExamples: Record<string, string> = { 'browser-example': 'browser', 'browser-example-textures': 'textures' };
+  const browserExample = browserExamples[mode];
   return {
-    root: browserExample ? 'examples/browser' : 'bench/page',
+    root: browserExample ? `examples/${browserExample}` : 'bench/page',
     resolve: { alias },
     plugins: [syntheticWeights],
     base: './',
-    build: { outDir: browserExample ? '../../dist/examples/browser' : '../../dist/page', emptyOutDir: true, target: 'es2022' },
+    build: { outDir: browserExample ? `../../dist/examples/${browserExample}` : '../../dist/page', emptyOutDir: true, target: 'es2022' },
     // Cross-origin isolation: the page gets a fine performance.now() (Chrome coarsens it otherwise).
     server: { fs: { allow: ['../..'] }, headers: ISOLATION },
     preview: { headers: ISOLATION },
