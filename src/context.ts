@@ -6,7 +6,7 @@ import { DestroyedError, InvalidArgumentError, WebGpuUnavailableError, type Erro
 import { GpuEvent, type EventOptions } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
-import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats } from './memory.js';
+import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats, type PeerHost } from './memory.js';
 import { DeviceTexture, textureOptions, type TextureOptions } from './texture.js';
 import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
@@ -195,6 +195,7 @@ export class Context {
   readonly #host: StreamHost;
   readonly #pinnedHost: PinnedHost;
   readonly #ring: UploadRing;
+  readonly #peer: PeerHost;
   /** Resolves with the loss reason when the device is lost. */
   readonly lost: Promise<{ reason: string; message: string }>;
 
@@ -253,6 +254,18 @@ export class Context {
       uploadRing: this.#ring,
     };
     this.defaultStream = new Stream(this.#host, this.#scheduler.defaultQueue);
+    let peerStream: Stream | null = null;
+    this.#peer = {
+      label,
+      checkAlive: (op) => this.#checkAlive(op),
+      readBack: async (src, into, offset) => {
+        if (!peerStream) (peerStream = new Stream(this.#host, scheduler.createQueue(`${label} (copyPeer)`, 0, true))).queue.internal = true;
+        peerStream.download(src, into, { srcOffset: offset, size: into.byteLength });
+        const done = this.createEvent({ label: 'copyPeer' });
+        peerStream.record(done);
+        await done.synchronize();
+      },
+    };
     this.lost = device.lost.then((info) => {
       this.#scheduler.deviceLost(info.reason, info.message);
       return { reason: info.reason, message: info.message };
@@ -309,7 +322,9 @@ export class Context {
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
     const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : checkUsage(expectInteger('usage', o.usage, 1, 0x3ff, site), site);
     const label = o.label === undefined ? `buffer#${++this.#buffers}` : expectString('label', o.label, site);
-    return new DeviceBuffer(this.device, this.memory, bytes, label, usage);
+    const buffer = new DeviceBuffer(this.device, this.memory, bytes, label, usage);
+    buffer.peer = this.#peer;
+    return buffer;
   }
 
   /** A texture in device memory, counted in `ctx.memory`; `destroy()` deferred while streams use it. */

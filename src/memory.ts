@@ -26,6 +26,15 @@ export class MemoryStats {
   }
 }
 
+/** @internal what a buffer's context lends a peer copy (peer.ts) */
+export interface PeerHost {
+  readonly label: string;
+  /** Throws DestroyedError when the context was destroyed. */
+  checkAlive(op: string): void;
+  /** Reads bytes [offset, offset + into.byteLength) of `src` back into `into`, on an internal stream. */
+  readBack(src: GPUBuffer, into: Uint8Array, offset: number): Promise<void>;
+}
+
 /** Default usage of `ctx.alloc` buffers: storage for kernels, copy source and destination. */
 export const DEFAULT_DEVICE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
 
@@ -108,6 +117,8 @@ export class DeviceBuffer extends DeviceResource {
   readonly buffer: GPUBuffer;
   readonly size: number;
   readonly usage: number;
+  /** @internal its context, for a peer copy's read-back (peer.ts) */
+  peer: PeerHost | null = null;
 
   /** @internal use `ctx.alloc` */
   constructor(device: GPUDevice, stats: MemoryStats, size: number, label: string, usage: number) {

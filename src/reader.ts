@@ -32,7 +32,8 @@ export class Reader {
 
   /** Queues a transfer (any source: each holds a ring while it runs). */
   add(t: Transfer): void {
-    t.gate = this.#started[0];
+    // A source read ahead waits for the transfer two before; one that may not, for its own op.
+    t.gate = (t.source as RandomAccessSource).readAhead === false ? t.started : this.#started[0];
     this.#started = [this.#started[1], t.started];
     if (!isRandomAccess(t.source) || !t.size) return t.finishReader();
     this.#queue.push(t);

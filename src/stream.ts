@@ -21,6 +21,7 @@ import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
+import { peerSource } from './peer.js';
 import { planTransfer, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectFunction, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
@@ -247,15 +248,32 @@ export class Stream {
 
   /** H2D from a file (`openFile`, Node), a `ReadableStream` or chunks, through pinned staging (upload-from.ts). @returns the op id */
   uploadFrom(source: UploadSource, dst: Bindable, options?: UploadFromOptions): number {
-    const site = this.#site('uploadFrom', true);
+    return this.#transfer(source, dst, options, this.#site('uploadFrom', true), NONE);
+  }
+
+  /**
+   * Copy from a buffer of another device's context (`cudaMemcpyPeerAsync`): read back there into
+   * this context's pinned staging and uploaded here in pieces, both directions overlapping (peer.ts).
+   * It starts once this stream's earlier work is done: wait on the other context's event first.
+   * @returns the op id
+   */
+  copyPeer(src: DeviceBuffer, dst: Bindable, options?: CopyOptions): number {
+    const site = this.#site('copyPeer', true);
+    const source = peerSource(src, this.#host.device, site);
+    const r = copyRange(options, src.size, this.#unwrap(dst, 'dst', site).size, src.label, (dst as { label?: string }).label ?? 'dst', site);
+    return this.#transfer(source, dst, { offset: r.srcOffset, size: r.size, dstOffset: r.dstOffset }, site, [src]);
+  }
+
+  /** Enqueues a transfer through the staging ring (uploadFrom, copyPeer); `keep`: other resources the op keeps alive. */
+  #transfer(source: UploadSource, dst: Bindable, options: UploadFromOptions | undefined, site: Site, keep: DeviceResource[]): number {
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
     const plan = planTransfer(source, d, options, site, this.#host.uploadRing);
     // The copies go on an internal stream (the sanitizer sees this op's write).
     if (!this.#copies) (this.#copies = new Stream(this.#host, this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true))).queue.internal = true;
     const t: Transfer = { ...plan, dst, copies: this.#copies };
-    const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
-    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => release(t) }, NONE, tracked, site, 'uploadFrom', d.label);
+    const tracked: DeviceResource[] = dst instanceof DeviceBuffer ? [dst, ...keep] : keep, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
+    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => release(t) }, NONE, tracked, site, site.op, d.label);
     this.#reader.add(t); // a file is read while earlier work runs
     t.ordered = () => this.#host.scheduler.markOrdered(op);
     return op.id;
@@ -386,7 +404,7 @@ export class Stream {
   #unwrap(b: unknown, what: string | number, site: ErrorSite, binding?: string): { buffer: GPUBuffer; label: string; size: number; usage: number } {
     if (b instanceof DeviceBuffer) {
       b.checkAlive(site);
-      if (b.device !== this.#host.device) throw new InvalidArgumentError(`\`${argName(what, binding)}\` ('${b.label}') was allocated on another GPUDevice; a stream uses its own context's device`, site);
+      if (b.device !== this.#host.device) throw new InvalidArgumentError(`\`${argName(what, binding)}\` ('${b.label}') was allocated on another GPUDevice; a stream uses its own context's device (stream.copyPeer() copies a buffer across)`, site);
       return b; // size and usage as plain fields: no native getter per op
     }
     if (b instanceof PinnedBuffer) {

@@ -24,6 +24,8 @@ export interface RandomAccessSource {
   readonly parallel?: number;
   /** Named in errors. */
   readonly label?: string;
+  /** Read before the op's turn, while earlier work runs (a file's bytes do not change). false: only once the op runs. @default true */
+  readonly readAhead?: boolean;
 }
 
 /** What `uploadFrom` reads: random access, a `ReadableStream` (a fetch body, `Blob.stream()`), or any async iterable of chunks. */
@@ -148,7 +150,7 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   }
   if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
   const pieces = size === null ? ringMax : Math.ceil(size / ring.pieceBytes);
-  const at: ErrorSite = { op: 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
+  const at: ErrorSite = { op: site.op ?? 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
   let finishReader!: () => void;
   let markStarted!: () => void;
   const readerDone = new Promise<void>((r) => (finishReader = r));
@@ -187,7 +189,7 @@ export async function runTransfer(t: Transfer): Promise<void> {
 const sourceName = (t: Transfer): string => (isRandomAccess(t.source) && t.source.label ? `'${t.source.label}'` : 'the source');
 
 function fail(t: Transfer, message: string, cause?: unknown): UploadSourceError {
-  return new UploadSourceError(`${message} (uploadFrom into '${t.dstLabel}')`, cause === undefined ? t.site : { ...t.site, cause });
+  return new UploadSourceError(`${message} (${t.site.op ?? 'uploadFrom'} into '${t.dstLabel}')`, cause === undefined ? t.site : { ...t.site, cause });
 }
 
 /** The ring buffer for piece `k`, back on the host (its previous copy completed). */

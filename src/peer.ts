@@ -1,0 +1,35 @@
+/**
+ * Peer copies (`stream.copyPeer`, CUDA's `cudaMemcpyPeerAsync`): bytes of a buffer on one device
+ * into a buffer on another. WebGPU devices share no memory, so the bytes go through the host: the
+ * source's context reads them back (PeerHost.readBack), piece by piece, straight into the destination context's pinned
+ * staging (one host copy), and `uploadFrom` copies each piece out while the next ones are read
+ * back. Both PCIe directions and the host copy overlap.
+ */
+import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { BufferUsage } from './gpu-constants.js';
+import { DeviceBuffer } from './memory.js';
+import type { RandomAccessSource } from './upload-from.js';
+import { showValue } from './validate.js';
+
+/** Read-backs in flight per peer copy: enough to keep PCIe busy while the host copies. */
+const PARALLEL = 4;
+
+/** `src` as a source of bytes another device's stream reads (only once the op runs: earlier work may write it). */
+export function peerSource(src: unknown, device: GPUDevice, site: ErrorSite): RandomAccessSource {
+  if (!(src instanceof DeviceBuffer)) throw new InvalidArgumentError(`Expected \`src\` to be a DeviceBuffer of another device's context (its ctx.alloc), got ${showValue(src)}`, site);
+  src.checkAlive(site);
+  const peer = src.peer;
+  if (src.device === device) throw new InvalidArgumentError(`src '${src.label}' is on this stream's device; copy it with stream.copy()`, site);
+  if (!peer) throw new InvalidArgumentError(`src '${src.label}' belongs to no context`, site);
+  peer.checkAlive(site.op ?? 'copyPeer');
+  if (!(src.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${src.label}' lacks COPY_SRC usage`, site);
+  const buffer = src.buffer;
+  return {
+    size: src.size,
+    label: `${src.label}' of context '${peer.label}`,
+    parallel: PARALLEL,
+    readAhead: false,
+    // The raw GPUBuffer: a destroy() after this call is deferred until the op is done (the op keeps `src`).
+    read: (into, position) => peer.readBack(buffer, into, position).then(() => into.byteLength),
+  };
+}
