@@ -173,7 +173,12 @@ export async function main(argv: string[]): Promise<number> {
     }, opts.timeoutMin * 60_000);
     timer.unref();
   }
-  const ctx = await createNodeContext({ label: 'perf' });
+  // Two GPUs of one model: the Vulkan layer of docs/MULTI_GPU.md tags them (DEVSEL_TAG=1).
+  const tagged = process.env['DEVSEL_TAG'] === '1';
+  const ctx = await createNodeContext({ label: 'perf', ...(tagged ? { adapter: '[vk0]' } : {}) });
+  const secondGpu = tagged
+    ? { create: () => createNodeContext({ label: 'perf.gpu1', adapter: '[vk1]' }), what: "the host's second GPU ('[vk1]', docs/MULTI_GPU.md)" }
+    : { create: () => createNodeContext({ label: 'perf.device2' }), what: 'a second device of the same adapter (one GPU shared by both)' };
   try {
     console.log(`bench:perf: adapter: ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
     let last = '';
@@ -186,6 +191,7 @@ export async function main(argv: string[]): Promise<number> {
       createContext: (o) => createNodeContext(o),
       ...(heap ? { heap } : {}),
       files: nodeFileProbe(),
+      secondGpu,
       progress: (message, fraction) => {
         const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}%`.padStart(4)} ${message}`;
         if (line === last) return;

@@ -13,7 +13,7 @@
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
 import type { DeviceReport, Progress } from './schema';
-import { BOUND_FRACTION, RAW_SLACK, deviceLine, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type FileProbe, type HeapProbe, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
+import { BOUND_FRACTION, RAW_SLACK, deviceLine, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type FileProbe, type HeapProbe, type SecondGpu, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
 import { overlapGroup } from './perf/p1-overlap';
 import { readbackGroup, uploadGroup } from './perf/p2-p3-transfer';
 import { weightsGroup } from './perf/p4-weights';
@@ -21,11 +21,12 @@ import { libraryCostGroup } from './perf/p5-library-cost';
 import { eventTimingGroup } from './perf/p6-event-timing';
 import { schedulerGrowthGroup } from './perf/growth-scheduler';
 import { storageGroup } from './perf/p7-storage';
+import { twoGpusGroup } from './perf/p8-two-gpus';
 
 export type { BoundedReport, BoundedRow, ContextFactory, PerfGroup, PerfMetric, PerfTable, PerfOptions, PerfGroupResult } from './perf/common';
 
 /** Every metric group, in the order the suite runs them. */
-export const perfGroups: readonly PerfGroup[] = [overlapGroup, uploadGroup, readbackGroup, weightsGroup, libraryCostGroup, eventTimingGroup, storageGroup, schedulerGrowthGroup];
+export const perfGroups: readonly PerfGroup[] = [overlapGroup, uploadGroup, readbackGroup, weightsGroup, libraryCostGroup, eventTimingGroup, storageGroup, twoGpusGroup, schedulerGrowthGroup];
 
 /** Names `only` accepts: group ids, metric ids (P1..P6, also P2.writeBuffer etc.) and 'growth'. */
 export function perfSelectors(): string[] {
@@ -54,6 +55,8 @@ export interface PerfSuiteOptions {
   heap?: HeapProbe;
   /** Scratch files and the process's memory (Node): P7. */
   files?: FileProbe;
+  /** A context on a second GPU (Node): P8. */
+  secondGpu?: SecondGpu;
 }
 
 export interface PerfGroupError {
@@ -110,7 +113,7 @@ export async function runPerf(ctx: Context, options: PerfSuiteOptions = {}): Pro
     progress?.(`${g.id}: start`, 0);
     const tg = performance.now();
     try {
-      const r = await g.run(ctx, { quick, seed: (seed + i * 0x9e3779b9) >>> 0 || 1, ...(progress ? { progress } : {}), ...(options.createContext ? { createContext: options.createContext } : {}), ...(options.heap ? { heap: options.heap } : {}), ...(options.files ? { files: options.files } : {}) });
+      const r = await g.run(ctx, { quick, seed: (seed + i * 0x9e3779b9) >>> 0 || 1, ...(progress ? { progress } : {}), ...(options.createContext ? { createContext: options.createContext } : {}), ...(options.heap ? { heap: options.heap } : {}), ...(options.files ? { files: options.files } : {}), ...(options.secondGpu ? { secondGpu: options.secondGpu } : {}) });
       metrics.push(...r.metrics);
       tables.push(...r.tables);
     } catch (e) {

@@ -12,7 +12,7 @@
  */
 import { createContext, type Context, type ContextOptions } from './context.js';
 import { InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
-import { expectBoolean, expectInteger, expectObject, showValue } from './validate.js';
+import { expectBoolean, expectInteger, expectObject, expectString, showValue } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
 export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAlive'> {
@@ -23,6 +23,11 @@ export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAl
   dawnToggles?: string[];
   /** Define WebGPU's globals (GPUBufferUsage, GPUMapMode, ...) when missing. @default true */
   installGlobals?: boolean;
+  /**
+   * The adapter whose name contains this text (Dawn's `adapter=` flag). Two GPUs of one model share
+   * a name: docs/MULTI_GPU.md tags them '[vk0]', '[vk1]' with a small Vulkan layer.
+   */
+  adapter?: string;
 }
 
 export async function createNodeContext(options: NodeContextOptions = {}): Promise<Context> {
@@ -32,8 +37,9 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
     throw new InvalidArgumentError(`Expected \`dawnToggles\` to be an array of strings, got ${showValue(o.dawnToggles)}`, site);
   }
   if (o.installGlobals !== undefined) expectBoolean('installGlobals', o.installGlobals, site);
+  if (o.adapter !== undefined) expectString('adapter', o.adapter, site);
   if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\`; pass \`device\` to borrow one, or use createContext({ gpu })`, site);
-  const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, ...rest } = o as NodeContextOptions;
+  const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, adapter, ...rest } = o as NodeContextOptions;
   if (!installGlobals && rest.device) return createContext(rest);
   const { create, globals } = await loadDawn(site);
   if (installGlobals) {
@@ -41,7 +47,7 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
     for (const [k, v] of Object.entries(globals as Record<string, unknown>)) if (!(k in g)) g[k] = v;
   }
   if (rest.device) return createContext(rest);
-  const gpu = create(dawnToggles);
+  const gpu = create(adapter === undefined ? dawnToggles : [...dawnToggles, `adapter=${adapter}`]);
   return createContext({ ...rest, gpu, keepAlive: gpu });
 }
 

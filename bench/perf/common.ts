@@ -26,6 +26,13 @@ export interface PerfOptions {
   heap?: HeapProbe;
   /** Scratch files and process memory (Node): P7, weights from storage. Without it, P7 is skipped. */
   files?: FileProbe;
+  /** A context on a second GPU, and what it is ('the host's second GPU' or a second device of one adapter): P8. */
+  secondGpu?: SecondGpu;
+}
+
+export interface SecondGpu {
+  create(): Promise<Context>;
+  what: string;
 }
 
 /** What P7 needs of the runner: a scratch file, opened as `uploadFrom` opens one, and the process's memory. */

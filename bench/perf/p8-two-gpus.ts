@@ -1,0 +1,191 @@
+/**
+ * P8: two GPUs, a context on each (the runner's `secondGpu`: the host's other GPU where it has two,
+ * else a second device of the same adapter, and the metric says which). `copyPeer` GB/s vs one
+ * device's read-back and upload alone; a chunked compute pipeline split over both vs one; a
+ * two-stage pipeline (stage 1 on A, copyPeer, stage 2 on B) vs its slowest part run alone.
+ */
+import type { Context, DeviceBuffer, GpuEvent, Stream } from 'webgpu-streams';
+import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, rng } from '../reference';
+import { checkBytes, checkElementwise, grid, type Check } from '../scenarios/common';
+import { benchKernels } from '../kernels/index';
+import { metric, num, round, seedOf, skippedMetric, type PerfGroup, type PerfGroupResult, type PerfOptions } from './common';
+
+interface Params {
+  peerBytes: number;
+  chunks: number;
+  chunkElements: number;
+  /** computeIntensive iterations per element: the split pipeline's and each stage's. */
+  iterations: number;
+}
+const FULL: Params = { peerBytes: 256 << 20, chunks: 16, chunkElements: 4 << 20, iterations: 8192 };
+const QUICK: Params = { peerBytes: 16 << 20, chunks: 4, chunkElements: 1 << 14, iterations: 16 };
+
+export const TARGET_PEER = 0.8;
+export const TARGET_SPLIT = 1.7;
+export const TARGET_STAGES = 0.8;
+
+/** Wall time of `fn`, ms. */
+const timed = async (fn: () => Promise<void>): Promise<number> => {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+};
+
+/** Two streams on a context, each with an input and an output buffer of one chunk. */
+interface Lane {
+  ctx: Context;
+  streams: Stream[];
+  ins: DeviceBuffer[];
+  outs: DeviceBuffer[];
+}
+function lane(ctx: Context, elements: number, name: string): Lane {
+  const streams = [0, 1].map((i) => ctx.createStream({ label: `${name}.s${i}` }));
+  return { ctx, streams, ins: streams.map((s) => ctx.alloc(elements * 4, { label: `${s.label}.in` })), outs: streams.map((s) => ctx.alloc(elements * 4, { label: `${s.label}.out` })) };
+}
+const free = (l: Lane): void => [...l.ins, ...l.outs].forEach((b) => b.destroy());
+
+/** Chunk c: upload, computeIntensive, download, on lane c % lanes, stream (c / lanes) % 2. */
+async function split(lanes: Lane[], inputs: Float32Array[], outputs: Float32Array[], iterations: number, only?: 'kernels'): Promise<void> {
+  inputs.forEach((x, c) => {
+    const l = lanes[c % lanes.length]!, k = Math.floor(c / lanes.length) % 2, s = l.streams[k]!;
+    if (only !== 'kernels') s.upload(x, l.ins[k]!);
+    s.launch(benchKernels(l.ctx).computeIntensive, { bindings: [l.ins[k]!, l.outs[k]!], workgroups: grid(x.length, 'computeIntensive'), constants: { iterations } });
+    if (only !== 'kernels') s.download(l.outs[k]!, outputs[c]!);
+  });
+  await Promise.all(lanes.map((l) => l.ctx.synchronize()));
+}
+
+/** Stage 1 on A (upload, kernel), copyPeer to B, stage 2 on B (kernel, download); `part` runs one of them alone. */
+async function stages(a: Lane, b: Lane, inputs: Float32Array[], outputs: Float32Array[], iterations: number, part?: 'a' | 'b' | 'peer'): Promise<void> {
+  const copied: (GpuEvent | null)[] = [];
+  inputs.forEach((x, c) => {
+    const k = c % 2, sa = a.streams[k]!, sb = b.streams[k]!;
+    const kernelA = benchKernels(a.ctx).computeIntensive, kernelB = benchKernels(b.ctx).computeIntensive;
+    const groups = grid(x.length, 'computeIntensive');
+    // A's output slot is rewritten two chunks later: only once B copied it.
+    const before = copied[c - 2];
+    if (before) sa.waitEvent(before);
+    if (part === undefined || part === 'a') {
+      sa.upload(x, a.ins[k]!);
+      sa.launch(kernelA, { bindings: [a.ins[k]!, a.outs[k]!], workgroups: groups, constants: { iterations } });
+    }
+    const computed = a.ctx.createEvent();
+    sa.record(computed);
+    sb.waitEvent(computed);
+    if (part === undefined || part === 'peer') sb.copyPeer(a.outs[k]!, b.ins[k]!);
+    const done = b.ctx.createEvent();
+    sb.record(done);
+    copied[c] = done;
+    if (part === undefined || part === 'b') {
+      sb.launch(kernelB, { bindings: [b.ins[k]!, b.outs[k]!], workgroups: groups, constants: { iterations } });
+      sb.download(b.outs[k]!, outputs[c]!);
+    }
+  });
+  await Promise.all([a.ctx.synchronize(), b.ctx.synchronize()]);
+}
+
+export const twoGpusGroup: PerfGroup = {
+  id: 'two-gpus',
+  title: 'P8: two GPUs (copyPeer, a split pipeline, a two-stage pipeline)',
+  metrics: ['P8.peer', 'P8.split', 'P8.stages'],
+  async run(ctx: Context, opts: PerfOptions): Promise<PerfGroupResult> {
+    const names = { peer: 'copyPeer / min(read-back on A, upload on B)', split: 'split pipeline speedup: two GPUs vs one', stages: 'two-stage pipeline vs its slowest part alone' };
+    if (!opts.secondGpu) {
+      const why = 'the runner gave no second GPU context (PerfOptions.secondGpu)';
+      return { metrics: [skippedMetric(ctx, 'P8.peer', names.peer, 'ratio', `>= ${TARGET_PEER}`, why), skippedMetric(ctx, 'P8.split', names.split, 'x', `>= ${TARGET_SPLIT}`, why), skippedMetric(ctx, 'P8.stages', names.stages, 'ratio', `>= ${TARGET_STAGES}`, why)], tables: [] };
+    }
+    const p = opts.quick ? QUICK : FULL;
+    const seed = seedOf(opts);
+    const progress = opts.progress ?? (() => {});
+    const other = await opts.secondGpu.create();
+    const where = `A: ${ctx.adapterInfo.device || ctx.adapterInfo.description || ctx.adapterInfo.vendor}; B: ${opts.secondGpu.what}`;
+    const r = rng(seed);
+    try {
+      // copyPeer vs read-back on A and upload on B alone, same bytes.
+      progress('P8: copyPeer', 0.05);
+      const bytes = new Uint8Array(r.u32Array(p.peerBytes / 4).buffer);
+      const src = ctx.alloc(p.peerBytes, { label: 'p8.src' }), dst = other.alloc(p.peerBytes, { label: 'p8.dst' });
+      const sa = ctx.createStream({ label: 'p8.a' }), sb = other.createStream({ label: 'p8.b' });
+      sa.upload(bytes, src);
+      await sa.synchronize();
+      const back = new Uint8Array(p.peerBytes);
+      // Each after one untimed run of its own (staging allocated, pipelines warm).
+      const warmTimed = async (fn: () => Promise<void>): Promise<number> => (await fn(), timed(fn));
+      const peerMs = await warmTimed(async () => {
+        sb.copyPeer(src, dst);
+        await sb.synchronize();
+      });
+      const readMs = await warmTimed(async () => {
+        sa.download(src, back);
+        await sa.synchronize();
+      });
+      const upMs = await warmTimed(async () => {
+        sb.upload(bytes, dst);
+        await sb.synchronize();
+      });
+      back.fill(0);
+      sb.copyPeer(src, dst);
+      sb.download(dst, back);
+      await sb.synchronize();
+      const peerChecks: Check[] = [checkBytes(`${p.peerBytes >> 20} MiB copied from A to B`, back, bytes)];
+      src.destroy();
+      dst.destroy();
+      const gbs = (ms: number): number => p.peerBytes / 1e6 / ms;
+      const peerRatio = gbs(peerMs) / Math.min(gbs(readMs), gbs(upMs));
+
+      // The split pipeline: the same chunks on one GPU (two streams), then on both.
+      progress('P8: split pipeline', 0.35);
+      const inputs = Array.from({ length: p.chunks }, () => r.f32Array(p.chunkElements, -1, 1));
+      const outputs = inputs.map((x) => new Float32Array(x.length));
+      const [la, lb] = [lane(ctx, p.chunkElements, 'p8.A'), lane(other, p.chunkElements, 'p8.B')];
+      await split([la, lb], inputs.slice(0, 2), outputs.slice(0, 2), p.iterations); // compile and warm both
+      const oneMs = await timed(() => split([la], inputs, outputs, p.iterations));
+      const kernelsMs = await timed(() => split([la], inputs, outputs, p.iterations, 'kernels'));
+      outputs.forEach((o) => o.fill(Number.NaN));
+      const twoMs = await timed(() => split([la, lb], inputs, outputs, p.iterations));
+      const cost = Math.min(p.iterations, 4096);
+      const splitChecks = [0, p.chunks - 1].map((c) => checkElementwise(`split chunk ${c}`, outputs[c]!, p.chunkElements, (i) => computeIntensiveStep(inputs[c]![i]!, p.iterations), { costPerElement: cost, tol: COMPUTE_INTENSIVE_TOL }));
+      const gpuBound = kernelsMs / oneMs;
+
+      // The two-stage pipeline, and each of its parts alone.
+      progress('P8: two-stage pipeline', 0.65);
+      outputs.forEach((o) => o.fill(Number.NaN));
+      const stagesMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations));
+      const stageChecks = [0, p.chunks - 1].map((c) => checkElementwise(`stage chunk ${c}`, outputs[c]!, p.chunkElements, (i) => computeIntensiveStep(computeIntensiveStep(inputs[c]![i]!, p.iterations), p.iterations), { costPerElement: 2 * cost, tol: COMPUTE_INTENSIVE_TOL }));
+      const aMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations, 'a'));
+      const peerPartMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations, 'peer'));
+      const bMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations, 'b'));
+      const slowest = Math.max(aMs, peerPartMs, bMs);
+      free(la);
+      free(lb);
+
+      const chunkMiB = (p.chunkElements * 4) / (1 << 20);
+      return {
+        metrics: [
+          metric(ctx, {
+            id: 'P8.peer', name: names.peer, value: peerRatio, unit: 'ratio', target: `>= ${TARGET_PEER.toFixed(2)}`, meets: peerRatio >= TARGET_PEER,
+            detail: `${where}. ${p.peerBytes >> 20} MiB: copyPeer ${num(gbs(peerMs))} GB/s; read-back on A alone ${num(gbs(readMs))} GB/s, upload on B alone ${num(gbs(upMs))} GB/s (pageable, one host thread each)`,
+            figures: { seed, bytes: p.peerBytes, peerMs: round(peerMs), readMs: round(readMs), uploadMs: round(upMs), secondGpu: opts.secondGpu.what },
+            checks: peerChecks, seed,
+          }),
+          metric(ctx, {
+            id: 'P8.split', name: names.split, value: oneMs / twoMs, unit: 'x', target: `>= ${TARGET_SPLIT.toFixed(2)} when GPU-bound`, meets: oneMs / twoMs >= TARGET_SPLIT,
+            detail: `${where}. ${p.chunks} chunks of ${num(chunkMiB)} MiB, computeIntensive x${p.iterations}: one GPU ${num(oneMs)} ms, two ${num(twoMs)} ms; kernels alone on one GPU ${num(kernelsMs)} ms = ${num(gpuBound)} of the one-GPU run (${gpuBound >= 0.8 ? 'GPU-bound' : 'host- or transfer-bound'})`,
+            figures: { seed, chunks: p.chunks, chunkElements: p.chunkElements, iterations: p.iterations, oneMs: round(oneMs), twoMs: round(twoMs), kernelsMs: round(kernelsMs), gpuBoundFraction: round(gpuBound) },
+            checks: splitChecks, seed,
+          }),
+          metric(ctx, {
+            id: 'P8.stages', name: names.stages, value: slowest / stagesMs, unit: 'ratio', target: `>= ${TARGET_STAGES.toFixed(2)}`, meets: slowest / stagesMs >= TARGET_STAGES,
+            detail: `${where}. ${p.chunks} chunks: pipeline ${num(stagesMs)} ms; alone: stage 1 on A ${num(aMs)} ms, copyPeer ${num(peerPartMs)} ms, stage 2 on B ${num(bMs)} ms`,
+            figures: { seed, stagesMs: round(stagesMs), stageAMs: round(aMs), peerMs: round(peerPartMs), stageBMs: round(bMs) },
+            checks: stageChecks, seed,
+          }),
+        ],
+        tables: [],
+      };
+    } finally {
+      await other.synchronize().catch(() => undefined);
+      other.destroy();
+    }
+  },
+};
