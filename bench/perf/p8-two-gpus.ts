@@ -17,7 +17,7 @@ interface Params {
   /** computeIntensive iterations per element: the split pipeline's and each stage's. */
   iterations: number;
 }
-const FULL: Params = { peerBytes: 256 << 20, chunks: 16, chunkElements: 4 << 20, iterations: 8192 };
+const FULL: Params = { peerBytes: 256 << 20, chunks: 16, chunkElements: 4 << 20, iterations: 32768 };
 const QUICK: Params = { peerBytes: 16 << 20, chunks: 4, chunkElements: 1 << 14, iterations: 16 };
 
 export const TARGET_PEER = 0.8;
@@ -143,7 +143,7 @@ export const twoGpusGroup: PerfGroup = {
       const kernelsMs = await timed(() => split([la], inputs, outputs, p.iterations, 'kernels'));
       outputs.forEach((o) => o.fill(Number.NaN));
       const twoMs = await timed(() => split([la, lb], inputs, outputs, p.iterations));
-      const cost = Math.min(p.iterations, 4096);
+      const cost = p.iterations;
       const splitChecks = [0, p.chunks - 1].map((c) => checkElementwise(`split chunk ${c}`, outputs[c]!, p.chunkElements, (i) => computeIntensiveStep(inputs[c]![i]!, p.iterations), { costPerElement: cost, tol: COMPUTE_INTENSIVE_TOL }));
       const gpuBound = kernelsMs / oneMs;
 
