@@ -4,7 +4,7 @@
  * device's read-back and upload alone; a chunked compute pipeline split over both vs one; a
  * two-stage pipeline (stage 1 on A, copyPeer, stage 2 on B) vs its slowest part run alone.
  */
-import type { Context, DeviceBuffer, GpuEvent, Stream } from 'webgpu-streams';
+import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, RandomAccessSource, Stream } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, rng } from '../reference';
 import { checkBytes, checkElementwise, grid, type Check } from '../scenarios/common';
 import { benchKernels } from '../kernels/index';
@@ -31,57 +31,88 @@ const timed = async (fn: () => Promise<void>): Promise<number> => {
   return performance.now() - t0;
 };
 
-/** Two streams on a context, each with an input and an output buffer of one chunk. */
+/**
+ * Two streams on a context, each with an input and an output buffer of one chunk, and pinned host
+ * memory for every chunk (inputs written once, outputs read back into): the pipelines measure the
+ * GPUs and PCIe, not the staging of pageable arrays.
+ */
 interface Lane {
   ctx: Context;
   streams: Stream[];
   ins: DeviceBuffer[];
   outs: DeviceBuffer[];
+  pinIn: PinnedBuffer[];
+  pinOut: PinnedBuffer[];
 }
-function lane(ctx: Context, elements: number, name: string): Lane {
+function lane(ctx: Context, inputs: Float32Array[], name: string): Lane {
+  const bytes = inputs[0]!.byteLength;
   const streams = [0, 1].map((i) => ctx.createStream({ label: `${name}.s${i}` }));
-  return { ctx, streams, ins: streams.map((s) => ctx.alloc(elements * 4, { label: `${s.label}.in` })), outs: streams.map((s) => ctx.alloc(elements * 4, { label: `${s.label}.out` })) };
+  const pinIn = inputs.map((x, c) => {
+    const p = ctx.allocHost(bytes, 'upload', { label: `${name}.in${c}` });
+    p.f32.set(x);
+    return p;
+  });
+  const pinOut = inputs.map((_, c) => ctx.allocHost(bytes, 'download', { label: `${name}.out${c}` }));
+  const alloc = (what: string): DeviceBuffer[] => streams.map((s) => ctx.alloc(bytes, { label: `${s.label}.${what}` }));
+  return { ctx, streams, ins: alloc('in'), outs: alloc('out'), pinIn, pinOut };
 }
-const free = (l: Lane): void => [...l.ins, ...l.outs].forEach((b) => b.destroy());
+const free = (l: Lane): void => {
+  for (const b of [...l.ins, ...l.outs]) b.destroy();
+  for (const p of [...l.pinIn, ...l.pinOut]) p.destroy();
+};
+/** Every pinned buffer of the lanes back on the host (a run may reuse them). */
+const hostOwned = (lanes: Lane[]): Promise<unknown> => Promise.all(lanes.flatMap((l) => [...l.pinIn, ...l.pinOut].map((p) => p.ready())));
 
 /** Chunk c: upload, computeIntensive, download, on lane c % lanes, stream (c / lanes) % 2. */
-async function split(lanes: Lane[], inputs: Float32Array[], outputs: Float32Array[], iterations: number, only?: 'kernels'): Promise<void> {
-  inputs.forEach((x, c) => {
+async function split(lanes: Lane[], chunks: number, elements: number, iterations: number, only?: 'kernels'): Promise<void> {
+  await hostOwned(lanes);
+  for (let c = 0; c < chunks; c++) {
     const l = lanes[c % lanes.length]!, k = Math.floor(c / lanes.length) % 2, s = l.streams[k]!;
-    if (only !== 'kernels') s.upload(x, l.ins[k]!);
-    s.launch(benchKernels(l.ctx).computeIntensive, { bindings: [l.ins[k]!, l.outs[k]!], workgroups: grid(x.length, 'computeIntensive'), constants: { iterations } });
-    if (only !== 'kernels') s.download(l.outs[k]!, outputs[c]!);
-  });
+    if (only !== 'kernels') s.upload(l.pinIn[c]!, l.ins[k]!);
+    s.launch(benchKernels(l.ctx).computeIntensive, { bindings: [l.ins[k]!, l.outs[k]!], workgroups: grid(elements, 'computeIntensive'), constants: { iterations } });
+    if (only !== 'kernels') s.download(l.outs[k]!, l.pinOut[c]!);
+  }
   await Promise.all(lanes.map((l) => l.ctx.synchronize()));
 }
 
 /** Stage 1 on A (upload, kernel), copyPeer to B, stage 2 on B (kernel, download); `part` runs one of them alone. */
-async function stages(a: Lane, b: Lane, inputs: Float32Array[], outputs: Float32Array[], iterations: number, part?: 'a' | 'b' | 'peer'): Promise<void> {
-  const copied: (GpuEvent | null)[] = [];
-  inputs.forEach((x, c) => {
+async function stages(a: Lane, b: Lane, chunks: number, elements: number, iterations: number, part?: 'a' | 'b' | 'peer'): Promise<void> {
+  await hostOwned([a, b]);
+  const copied: GpuEvent[] = [];
+  const groups = grid(elements, 'computeIntensive');
+  for (let c = 0; c < chunks; c++) {
     const k = c % 2, sa = a.streams[k]!, sb = b.streams[k]!;
-    const kernelA = benchKernels(a.ctx).computeIntensive, kernelB = benchKernels(b.ctx).computeIntensive;
-    const groups = grid(x.length, 'computeIntensive');
     // A's output slot is rewritten two chunks later: only once B copied it.
-    const before = copied[c - 2];
-    if (before) sa.waitEvent(before);
+    if (c >= 2) sa.waitEvent(copied[c - 2]!);
     if (part === undefined || part === 'a') {
-      sa.upload(x, a.ins[k]!);
-      sa.launch(kernelA, { bindings: [a.ins[k]!, a.outs[k]!], workgroups: groups, constants: { iterations } });
+      sa.upload(a.pinIn[c]!, a.ins[k]!);
+      sa.launch(benchKernels(a.ctx).computeIntensive, { bindings: [a.ins[k]!, a.outs[k]!], workgroups: groups, constants: { iterations } });
     }
     const computed = a.ctx.createEvent();
     sa.record(computed);
     sb.waitEvent(computed);
     if (part === undefined || part === 'peer') sb.copyPeer(a.outs[k]!, b.ins[k]!);
-    const done = b.ctx.createEvent();
-    sb.record(done);
-    copied[c] = done;
+    copied[c] = b.ctx.createEvent();
+    sb.record(copied[c]!);
     if (part === undefined || part === 'b') {
-      sb.launch(kernelB, { bindings: [b.ins[k]!, b.outs[k]!], workgroups: groups, constants: { iterations } });
-      sb.download(b.outs[k]!, outputs[c]!);
+      sb.launch(benchKernels(b.ctx).computeIntensive, { bindings: [b.ins[k]!, b.outs[k]!], workgroups: groups, constants: { iterations } });
+      sb.download(b.outs[k]!, b.pinOut[c]!);
     }
-  });
+  }
   await Promise.all([a.ctx.synchronize(), b.ctx.synchronize()]);
+}
+
+/** Bytes of `data` as a source `uploadFrom` reads, four reads at once (what copyPeer's upload side does, from memory). */
+const memorySource = (data: Uint8Array): RandomAccessSource => ({
+  size: data.byteLength,
+  parallel: 4,
+  read: async (into, at) => (into.set(data.subarray(at, at + into.byteLength)), into.byteLength),
+});
+
+/** Reads `src` back into `into` in pieces of `piece` bytes, all enqueued at once (copyPeer's read-back side, into memory). */
+async function readBack(s: Stream, src: DeviceBuffer, into: Uint8Array, piece: number): Promise<void> {
+  for (let at = 0; at < into.byteLength; at += piece) s.download(src, into.subarray(at, at + piece), { srcOffset: at, size: Math.min(piece, into.byteLength - at) });
+  await s.synchronize();
 }
 
 export const twoGpusGroup: PerfGroup = {
@@ -109,18 +140,16 @@ export const twoGpusGroup: PerfGroup = {
       sa.upload(bytes, src);
       await sa.synchronize();
       const back = new Uint8Array(p.peerBytes);
-      // Each after one untimed run of its own (staging allocated, pipelines warm).
+      // Each after one untimed run of its own (staging allocated, pipelines warm). The bounds are
+      // copyPeer's two sides alone: read-back in 8 MiB pieces into memory; uploadFrom from memory.
       const warmTimed = async (fn: () => Promise<void>): Promise<number> => (await fn(), timed(fn));
       const peerMs = await warmTimed(async () => {
         sb.copyPeer(src, dst);
         await sb.synchronize();
       });
-      const readMs = await warmTimed(async () => {
-        sa.download(src, back);
-        await sa.synchronize();
-      });
+      const readMs = await warmTimed(() => readBack(sa, src, back, 8 << 20));
       const upMs = await warmTimed(async () => {
-        sb.upload(bytes, dst);
+        sb.uploadFrom(memorySource(bytes), dst);
         await sb.synchronize();
       });
       back.fill(0);
@@ -136,25 +165,32 @@ export const twoGpusGroup: PerfGroup = {
       // The split pipeline: the same chunks on one GPU (two streams), then on both.
       progress('P8: split pipeline', 0.35);
       const inputs = Array.from({ length: p.chunks }, () => r.f32Array(p.chunkElements, -1, 1));
-      const outputs = inputs.map((x) => new Float32Array(x.length));
-      const [la, lb] = [lane(ctx, p.chunkElements, 'p8.A'), lane(other, p.chunkElements, 'p8.B')];
-      await split([la, lb], inputs.slice(0, 2), outputs.slice(0, 2), p.iterations); // compile and warm both
-      const oneMs = await timed(() => split([la], inputs, outputs, p.iterations));
-      const kernelsMs = await timed(() => split([la], inputs, outputs, p.iterations, 'kernels'));
-      outputs.forEach((o) => o.fill(Number.NaN));
-      const twoMs = await timed(() => split([la, lb], inputs, outputs, p.iterations));
+      const [la, lb] = [lane(ctx, inputs, 'p8.A'), lane(other, inputs, 'p8.B')];
+      const [c0, cn] = [0, p.chunks - 1];
+      // Warm: every chunk once on one GPU and once on both (pipelines compiled, pinned memory touched).
+      await split([la], p.chunks, p.chunkElements, p.iterations);
+      await split([la, lb], p.chunks, p.chunkElements, p.iterations);
+      const oneMs = await timed(() => split([la], p.chunks, p.chunkElements, p.iterations));
+      const kernelsMs = await timed(() => split([la], p.chunks, p.chunkElements, p.iterations, 'kernels'));
+      await hostOwned([la, lb]);
+      for (const out of [...la.pinOut, ...lb.pinOut]) out.f32.fill(Number.NaN);
+      const twoMs = await timed(() => split([la, lb], p.chunks, p.chunkElements, p.iterations));
+      await hostOwned([la, lb]);
       const cost = p.iterations;
-      const splitChecks = [0, p.chunks - 1].map((c) => checkElementwise(`split chunk ${c}`, outputs[c]!, p.chunkElements, (i) => computeIntensiveStep(inputs[c]![i]!, p.iterations), { costPerElement: cost, tol: COMPUTE_INTENSIVE_TOL }));
+      const laneOf = (c: number): Lane => (c % 2 === 0 ? la : lb);
+      const splitChecks = [c0, cn].map((c) => checkElementwise(`split chunk ${c} (on ${c % 2 === 0 ? 'A' : 'B'})`, laneOf(c).pinOut[c]!.f32, p.chunkElements, (i) => computeIntensiveStep(inputs[c]![i]!, p.iterations), { costPerElement: cost, tol: COMPUTE_INTENSIVE_TOL }));
       const gpuBound = kernelsMs / oneMs;
 
       // The two-stage pipeline, and each of its parts alone.
       progress('P8: two-stage pipeline', 0.65);
-      outputs.forEach((o) => o.fill(Number.NaN));
-      const stagesMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations));
-      const stageChecks = [0, p.chunks - 1].map((c) => checkElementwise(`stage chunk ${c}`, outputs[c]!, p.chunkElements, (i) => computeIntensiveStep(computeIntensiveStep(inputs[c]![i]!, p.iterations), p.iterations), { costPerElement: 2 * cost, tol: COMPUTE_INTENSIVE_TOL }));
-      const aMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations, 'a'));
-      const peerPartMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations, 'peer'));
-      const bMs = await timed(() => stages(la, lb, inputs, outputs, p.iterations, 'b'));
+      for (const out of lb.pinOut) out.f32.fill(Number.NaN);
+      await stages(la, lb, 2, p.chunkElements, p.iterations); // warm
+      const stagesMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations));
+      await hostOwned([lb]);
+      const stageChecks = [c0, cn].map((c) => checkElementwise(`stage chunk ${c}`, lb.pinOut[c]!.f32, p.chunkElements, (i) => computeIntensiveStep(computeIntensiveStep(inputs[c]![i]!, p.iterations), p.iterations), { costPerElement: 2 * cost, tol: COMPUTE_INTENSIVE_TOL }));
+      const aMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'a'));
+      const peerPartMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'peer'));
+      const bMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'b'));
       const slowest = Math.max(aMs, peerPartMs, bMs);
       free(la);
       free(lb);
@@ -164,7 +200,7 @@ export const twoGpusGroup: PerfGroup = {
         metrics: [
           metric(ctx, {
             id: 'P8.peer', name: names.peer, value: peerRatio, unit: 'ratio', target: `>= ${TARGET_PEER.toFixed(2)}`, meets: peerRatio >= TARGET_PEER,
-            detail: `${where}. ${p.peerBytes >> 20} MiB: copyPeer ${num(gbs(peerMs))} GB/s; read-back on A alone ${num(gbs(readMs))} GB/s, upload on B alone ${num(gbs(upMs))} GB/s (pageable, one host thread each)`,
+            detail: `${where}. ${p.peerBytes >> 20} MiB: copyPeer ${num(gbs(peerMs))} GB/s; alone: read-back on A ${num(gbs(readMs))} GB/s (8 MiB pieces into memory), uploadFrom memory on B ${num(gbs(upMs))} GB/s`,
             figures: { seed, bytes: p.peerBytes, peerMs: round(peerMs), readMs: round(readMs), uploadMs: round(upMs), secondGpu: opts.secondGpu.what },
             checks: peerChecks, seed,
           }),
