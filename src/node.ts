@@ -11,7 +11,7 @@
  * whole life: when it is garbage-collected while a device is in use, the process crashes.
  */
 import { createContext, type Context, type ContextOptions } from './context.js';
-import { InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
+import { InvalidArgumentError, StreamError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { expectBoolean, expectInteger, expectObject, expectString, showValue } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
@@ -47,8 +47,16 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
     for (const [k, v] of Object.entries(globals as Record<string, unknown>)) if (!(k in g)) g[k] = v;
   }
   if (rest.device) return createContext(rest);
-  const gpu = create(adapter === undefined ? dawnToggles : [...dawnToggles, `adapter=${adapter}`]);
-  return createContext({ ...rest, gpu, keepAlive: gpu });
+  if (adapter === undefined) {
+    const gpu = create(dawnToggles);
+    return createContext({ ...rest, gpu, keepAlive: gpu });
+  }
+  const gpu = create([...dawnToggles, `adapter=${adapter}`]);
+  // Dawn rejects requestAdapter with the adapters it has when none matches.
+  return createContext({ ...rest, gpu, keepAlive: gpu }).catch((e: unknown) => {
+    if (e instanceof StreamError) throw e;
+    throw new WebGpuUnavailableError(`no adapter named '${adapter}' (a part of the name): ${String((e as Error | null)?.message ?? e).replace(/\s+/g, ' ').trim()}`, { ...site, cause: e });
+  });
 }
 
 /** Dawn's `webgpu` package, imported on first use; a missing one says what to install. */
