@@ -18,6 +18,7 @@ import { gitCommit, parseCliArgs, usage, withReadThreads, writeResultFiles, type
 import type { SuiteResult } from './schema';
 import { runSuite } from './suite';
 import { nodeWeightsStorage } from './weights-file';
+import { firstGpu, nodeSecondGpu } from './second-gpu';
 
 export { chooseVulkanDriver, hasNvidiaIcd, SWIFTSHADER_ICD } from './vulkan';
 
@@ -52,7 +53,7 @@ export async function main(argv: string[]): Promise<number> {
     timer.unref();
   }
 
-  const ctx = await createNodeContext({ trace: true, ...(opts.sanitize ? { sanitize: 'warn' as const } : {}) });
+  const ctx = await createNodeContext({ trace: true, ...firstGpu(), ...(opts.sanitize ? { sanitize: 'warn' as const } : {}) });
   try {
     const device = await deviceReport(ctx, 'node');
     console.log(`bench:node: adapter: ${describeDevice(device)}`);
@@ -62,6 +63,7 @@ export async function main(argv: string[]): Promise<number> {
     const suite = await runSuite(ctx, {
       quick: opts.quick,
       storage: nodeWeightsStorage,
+      secondGpu: nodeSecondGpu('second', true),
       ...(opts.scenarios ? { only: opts.scenarios } : {}),
       progress: (message, fraction) => {
         const line = `${fraction === undefined ? '' : `${Math.round(fraction * 100)}% `.padStart(5)}${message}`;

@@ -19,6 +19,7 @@ import { runInNewContext } from 'node:vm';
 import { open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createNodeContext, openFile } from 'webgpu-streams/node';
+import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
 import { withReadThreads } from './cli';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
@@ -173,12 +174,8 @@ export async function main(argv: string[]): Promise<number> {
     }, opts.timeoutMin * 60_000);
     timer.unref();
   }
-  // Two GPUs of one model: the Vulkan layer of docs/MULTI_GPU.md tags them (DEVSEL_TAG=1).
-  const tagged = process.env['DEVSEL_TAG'] === '1';
-  const ctx = await createNodeContext({ label: 'perf', ...(tagged ? { adapter: '[vk0]' } : {}) });
-  const secondGpu = tagged
-    ? { create: () => createNodeContext({ label: 'perf.gpu1', adapter: '[vk1]' }), what: "the host's second GPU ('[vk1]', docs/MULTI_GPU.md)" }
-    : { create: () => createNodeContext({ label: 'perf.device2' }), what: 'a second device of the same adapter (one GPU shared by both)' };
+  const ctx = await createNodeContext({ label: 'perf', ...firstGpu() });
+  const secondGpu = nodeSecondGpu('perf.second');
   try {
     console.log(`bench:perf: adapter: ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
     let last = '';

@@ -46,7 +46,7 @@ export interface Verification {
 export type Span = TraceSpan;
 
 export interface ScenarioResult {
-  /** Stable id: 'overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'weights-storage', 'priorities'. */
+  /** Stable id: 'overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'weights-storage', 'priorities', 'two-gpus'. */
   id: string;
   title: string;
   params: Record<string, number | string | boolean>;

@@ -5,19 +5,20 @@
 import type { Progress, ScenarioResult, SuiteResult } from './schema';
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
-import type { Scenario, ScenarioOptions, WeightsStorage } from './scenarios/common';
+import type { Scenario, ScenarioOptions, SecondGpu, WeightsStorage } from './scenarios/common';
 import { overlapProbe } from './scenarios/overlap-probe';
 import { chunkedPipeline } from './scenarios/chunked-pipeline';
 import { sleepStreams } from './scenarios/sleep-streams';
 import { weightLoading } from './scenarios/weight-loading';
 import { priorities } from './scenarios/priorities';
 import { weightsStorage } from './scenarios/weights-storage';
+import { twoGpus } from './scenarios/two-gpus';
 
-export type { Scenario, ScenarioOptions, WeightsStorage } from './scenarios/common';
+export type { Scenario, ScenarioOptions, SecondGpu, WeightsStorage } from './scenarios/common';
 
 /** Every scenario, in the order the suite runs them. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const scenarios: readonly Scenario<any>[] = [overlapProbe, chunkedPipeline, sleepStreams, weightLoading, weightsStorage, priorities];
+export const scenarios: readonly Scenario<any>[] = [overlapProbe, chunkedPipeline, sleepStreams, weightLoading, weightsStorage, priorities, twoGpus];
 
 /** Ids of every scenario, in suite order. */
 export const scenarioIds: readonly string[] = scenarios.map((s) => s.id);
@@ -34,6 +35,8 @@ export interface SuiteOptions {
   commit?: string;
   /** Where "weights from storage" reads its file. @default the page's server */
   storage?: WeightsStorage;
+  /** A context on a second GPU for "two GPUs". @default a second device of the same adapter */
+  secondGpu?: SecondGpu;
 }
 
 /**
@@ -62,7 +65,7 @@ export async function runSuite(ctx: Context, options: SuiteOptions = {}): Promis
       ? (message, fraction) => progress(message, (i + Math.min(1, Math.max(0, fraction ?? 0))) / selected.length)
       : undefined;
     scoped?.(`${s.id}: start`, 0);
-    const opts: ScenarioOptions = { quick, ...(scoped ? { progress: scoped } : {}), ...(options.storage ? { storage: options.storage } : {}) };
+    const opts: ScenarioOptions = { quick, ...(scoped ? { progress: scoped } : {}), ...(options.storage ? { storage: options.storage } : {}), ...(options.secondGpu ? { secondGpu: options.secondGpu } : {}) };
     const r = await runScenario(ctx, s, opts);
     // Races the sanitizer found (a run with it on), between ops on this scenario's timeline.
     const ops = new Set(r.trace.map((x) => x.op));

@@ -6,7 +6,7 @@
 import type { Context, ContextOptions, RandomAccessSource } from 'webgpu-streams';
 import type { Progress } from '../schema';
 import { measureInterleaved, median, type RunInfo } from '../stats';
-import type { Check } from '../scenarios/common';
+import type { Check, SecondGpu } from '../scenarios/common';
 
 export const MiB = 1024 * 1024;
 
@@ -30,10 +30,8 @@ export interface PerfOptions {
   secondGpu?: SecondGpu;
 }
 
-export interface SecondGpu {
-  create(): Promise<Context>;
-  what: string;
-}
+export type { SecondGpu } from '../scenarios/common';
+
 
 /** What P7 needs of the runner: a scratch file, opened as `uploadFrom` opens one, and the process's memory. */
 export interface FileProbe {

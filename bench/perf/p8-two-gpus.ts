@@ -1,13 +1,13 @@
 /**
- * P8: two GPUs, a context on each (the runner's `secondGpu`: the host's other GPU where it has two,
+ * P8: two GPUs, a context on each (the pipelines are the "two GPUs" scenario's, bench/scenarios/two-gpus.ts) (the runner's `secondGpu`: the host's other GPU where it has two,
  * else a second device of the same adapter, and the metric says which). `copyPeer` GB/s vs one
  * device's read-back and upload alone; a chunked compute pipeline split over both vs one; a
  * two-stage pipeline (stage 1 on A, copyPeer, stage 2 on B) vs its slowest part run alone.
  */
-import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, RandomAccessSource, Stream } from 'webgpu-streams';
+import type { Context } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, rng } from '../reference';
-import { checkBytes, checkElementwise, grid, type Check } from '../scenarios/common';
-import { benchKernels } from '../kernels/index';
+import { checkBytes, checkElementwise, type Check } from '../scenarios/common';
+import { freeLane, hostOwned, lane, memorySource, readBack, split, stages, timed, type Lane } from '../scenarios/two-gpus';
 import { metric, num, round, seedOf, skippedMetric, type PerfGroup, type PerfGroupResult, type PerfOptions } from './common';
 
 interface Params {
@@ -23,97 +23,6 @@ const QUICK: Params = { peerBytes: 16 << 20, chunks: 4, chunkElements: 1 << 14, 
 export const TARGET_PEER = 0.8;
 export const TARGET_SPLIT = 1.7;
 export const TARGET_STAGES = 0.8;
-
-/** Wall time of `fn`, ms. */
-const timed = async (fn: () => Promise<void>): Promise<number> => {
-  const t0 = performance.now();
-  await fn();
-  return performance.now() - t0;
-};
-
-/**
- * Two streams on a context, each with an input and an output buffer of one chunk, and pinned host
- * memory for every chunk (inputs written once, outputs read back into): the pipelines measure the
- * GPUs and PCIe, not the staging of pageable arrays.
- */
-interface Lane {
-  ctx: Context;
-  streams: Stream[];
-  ins: DeviceBuffer[];
-  outs: DeviceBuffer[];
-  pinIn: PinnedBuffer[];
-  pinOut: PinnedBuffer[];
-}
-function lane(ctx: Context, inputs: Float32Array[], name: string): Lane {
-  const bytes = inputs[0]!.byteLength;
-  const streams = [0, 1].map((i) => ctx.createStream({ label: `${name}.s${i}` }));
-  const pinIn = inputs.map((x, c) => {
-    const p = ctx.allocHost(bytes, 'upload', { label: `${name}.in${c}` });
-    p.f32.set(x);
-    return p;
-  });
-  const pinOut = inputs.map((_, c) => ctx.allocHost(bytes, 'download', { label: `${name}.out${c}` }));
-  const alloc = (what: string): DeviceBuffer[] => streams.map((s) => ctx.alloc(bytes, { label: `${s.label}.${what}` }));
-  return { ctx, streams, ins: alloc('in'), outs: alloc('out'), pinIn, pinOut };
-}
-const free = (l: Lane): void => {
-  for (const b of [...l.ins, ...l.outs]) b.destroy();
-  for (const p of [...l.pinIn, ...l.pinOut]) p.destroy();
-};
-/** Every pinned buffer of the lanes back on the host (a run may reuse them). */
-const hostOwned = (lanes: Lane[]): Promise<unknown> => Promise.all(lanes.flatMap((l) => [...l.pinIn, ...l.pinOut].map((p) => p.ready())));
-
-/** Chunk c: upload, computeIntensive, download, on lane c % lanes, stream (c / lanes) % 2. */
-async function split(lanes: Lane[], chunks: number, elements: number, iterations: number, only?: 'kernels'): Promise<void> {
-  await hostOwned(lanes);
-  for (let c = 0; c < chunks; c++) {
-    const l = lanes[c % lanes.length]!, k = Math.floor(c / lanes.length) % 2, s = l.streams[k]!;
-    if (only !== 'kernels') s.upload(l.pinIn[c]!, l.ins[k]!);
-    s.launch(benchKernels(l.ctx).computeIntensive, { bindings: [l.ins[k]!, l.outs[k]!], workgroups: grid(elements, 'computeIntensive'), constants: { iterations } });
-    if (only !== 'kernels') s.download(l.outs[k]!, l.pinOut[c]!);
-  }
-  await Promise.all(lanes.map((l) => l.ctx.synchronize()));
-}
-
-/** Stage 1 on A (upload, kernel), copyPeer to B, stage 2 on B (kernel, download); `part` runs one of them alone. */
-async function stages(a: Lane, b: Lane, chunks: number, elements: number, iterations: number, part?: 'a' | 'b' | 'peer'): Promise<void> {
-  await hostOwned([a, b]);
-  const copied: GpuEvent[] = [];
-  const groups = grid(elements, 'computeIntensive');
-  for (let c = 0; c < chunks; c++) {
-    const k = c % 2, sa = a.streams[k]!, sb = b.streams[k]!;
-    // A's output slot is rewritten two chunks later: only once B copied it.
-    if (c >= 2) sa.waitEvent(copied[c - 2]!);
-    if (part === undefined || part === 'a') {
-      sa.upload(a.pinIn[c]!, a.ins[k]!);
-      sa.launch(benchKernels(a.ctx).computeIntensive, { bindings: [a.ins[k]!, a.outs[k]!], workgroups: groups, constants: { iterations } });
-    }
-    const computed = a.ctx.createEvent();
-    sa.record(computed);
-    sb.waitEvent(computed);
-    if (part === undefined || part === 'peer') sb.copyPeer(a.outs[k]!, b.ins[k]!);
-    copied[c] = b.ctx.createEvent();
-    sb.record(copied[c]!);
-    if (part === undefined || part === 'b') {
-      sb.launch(benchKernels(b.ctx).computeIntensive, { bindings: [b.ins[k]!, b.outs[k]!], workgroups: groups, constants: { iterations } });
-      sb.download(b.outs[k]!, b.pinOut[c]!);
-    }
-  }
-  await Promise.all([a.ctx.synchronize(), b.ctx.synchronize()]);
-}
-
-/** Bytes of `data` as a source `uploadFrom` reads, four reads at once (what copyPeer's upload side does, from memory). */
-const memorySource = (data: Uint8Array): RandomAccessSource => ({
-  size: data.byteLength,
-  parallel: 4,
-  read: async (into, at) => (into.set(data.subarray(at, at + into.byteLength)), into.byteLength),
-});
-
-/** Reads `src` back into `into` in pieces of `piece` bytes, all enqueued at once (copyPeer's read-back side, into memory). */
-async function readBack(s: Stream, src: DeviceBuffer, into: Uint8Array, piece: number): Promise<void> {
-  for (let at = 0; at < into.byteLength; at += piece) s.download(src, into.subarray(at, at + piece), { srcOffset: at, size: Math.min(piece, into.byteLength - at) });
-  await s.synchronize();
-}
 
 export const twoGpusGroup: PerfGroup = {
   id: 'two-gpus',
@@ -192,8 +101,8 @@ export const twoGpusGroup: PerfGroup = {
       const peerPartMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'peer'));
       const bMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'b'));
       const slowest = Math.max(aMs, peerPartMs, bMs);
-      free(la);
-      free(lb);
+      freeLane(la);
+      freeLane(lb);
 
       const chunkMiB = (p.chunkElements * 4) / (1 << 20);
       return {

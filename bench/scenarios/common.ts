@@ -17,6 +17,14 @@ export interface ScenarioOptions {
   progress?: Progress;
   /** Where "weights from storage" reads its file. @default the page's server (HTTP byte ranges) */
   storage?: WeightsStorage;
+  /** A context on a second GPU ("two GPUs", P8). @default a second device of the same adapter */
+  secondGpu?: SecondGpu;
+}
+
+/** How a runner opens a context on its second GPU, and what that is, for the verdicts. */
+export interface SecondGpu {
+  create(): Promise<Context>;
+  what: string;
 }
 
 /** Fills `into` from `src` at byte `at`, read after read (a read may return fewer bytes). */

@@ -156,7 +156,8 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     c.device.pushErrorScope('validation');
     const heap = nodeHeapProbe();
     expect(heap, 'Node lets the runner force a GC').toBeDefined();
-    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext({ sanitize: 'throw', ...o }), heap: heap!, files: nodeFileProbe() });
+    const secondGpu = { create: () => gpuContext({ sanitize: 'throw', label: 'perf.second' }), what: 'a second device (test)' };
+    result = await runPerf(c, { quick: true, seed, createContext: (o) => gpuContext({ sanitize: 'throw', ...o }), heap: heap!, files: nodeFileProbe(), secondGpu });
     const validation = await c.device.popErrorScope();
     console.log(formatPerf(result));
     expect(validation?.message ?? null, 'validation error').toBeNull();
@@ -169,7 +170,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
   }, 240_000);
 
   it('has every metric of issue 4 with a target, and a valid JSON shape', () => {
-    expect(result.metrics.map((m) => m.id)).toEqual(['P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6', 'P7', 'P7.pipeline', 'P7.memory']);
+    expect(result.metrics.map((m) => m.id)).toEqual(['P1', 'P2', 'P2.writeBuffer', 'P3', 'P4', 'P5', 'P5.opCost', 'P5.sanitizer', 'P6', 'P7', 'P7.pipeline', 'P7.memory', 'P8.peer', 'P8.split', 'P8.stages']);
     for (const m of result.metrics) {
       expect(m.target, m.id).toMatch(/^(>=|<=) /);
       expect(m.device, m.id).toBe(result.card);
@@ -179,6 +180,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     }
     // P6 needs timestamps; SwiftShader on Dawn has them.
     if (ctx!.features.timestampQuery) expect(result.metrics.find((m) => m.id === 'P6')!.skipped).toBeUndefined();
+    for (const id of ['P8.peer', 'P8.split', 'P8.stages']) expect(result.metrics.find((m) => m.id === id)!.detail, id).toContain('B: a second device (test)');
     expect(validatePerfResult(JSON.parse(JSON.stringify(result)))).toEqual([]);
   });
 

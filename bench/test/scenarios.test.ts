@@ -20,6 +20,7 @@ import { priorities } from '../scenarios/priorities';
 import { sleepStreams } from '../scenarios/sleep-streams';
 import { weightLoading } from '../scenarios/weight-loading';
 import { weightsStorage } from '../scenarios/weights-storage';
+import { twoGpus } from '../scenarios/two-gpus';
 import { nodeWeightsStorage } from '../weights-file';
 import { serveDir } from '../serve';
 import { weightsUrl } from '../weights-spec';
@@ -185,7 +186,7 @@ describe('bench/device', () => {
 
 withDevice('scenarios (quick, Dawn)', () => {
   it('the suite lists the six scenarios with unique ids', () => {
-    expect(scenarios.map((s) => s.id)).toEqual(['overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'weights-storage', 'priorities']);
+    expect(scenarios.map((s) => s.id)).toEqual(['overlap-probe', 'chunked-pipeline', 'sleep-streams', 'weight-loading', 'weights-storage', 'priorities', 'two-gpus']);
     expect(deviceReport(ctx!, 'node')).toMatchObject({ runner: 'node', timestampQuery: ctx!.features.timestampQuery });
   });
 
@@ -269,6 +270,18 @@ withDevice('scenarios (quick, Dawn)', () => {
       await server.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('two-gpus: copyPeer, the split and the two-stage pipelines on two contexts (two devices of one adapter here) verify; both contexts are on the timeline', async () => {
+    const secondGpu = { create: () => createNodeContext({ trace: true, label: 'second', sanitize: 'throw' }), what: 'a second device (test)' };
+    const r = await runChecked(() => twoGpus.run(ctx!, { quick: true, secondGpu, params: { seed } }));
+    console.log(summarize(r));
+    expectWellFormed(r, 'two-gpus', /^(copyPeer|1 GPU|2 GPUs|stages)$/);
+    expect(r.variants.map((v) => v.name)).toEqual(['read-back on A', 'upload on B', 'copyPeer', '1 GPU', '2 GPUs', 'stages']);
+    expect(r.verification.detail).toMatch(/copyPeer: .* from A to B; 1 GPU: chunk 3; 2 GPUs: chunk 0 \(on A\); 2 GPUs: chunk 3 \(on B\); stages: chunk 0; stages: chunk 3/);
+    expect(r.verdicts[0]).toBe('second GPU: a second device (test)');
+    expect(r.trace.some((x) => x.lane.startsWith('B ')), "B's lanes are on the timeline").toBe(true);
+    expect(r.trace.some((x) => !x.lane.startsWith('B ') && x.lane !== 'host'), "A's lanes are on the timeline").toBe(true);
   });
 
   it('priorities: the high-priority kernel is submitted ahead of queued low-priority work', async () => {
