@@ -91,6 +91,10 @@ export interface Transfer {
   ordered?: () => void;
   /** Ring buffers taken (piece k uses `taken[k % ringSize]`); given back by `release`. */
   taken: PinnedBuffer[];
+  /** Pieces whose copy is enqueued; piece k may reuse its ring buffer once k - ringSize's is (see `slot`). */
+  copied: number;
+  /** The reader waits for the next piece's copy to be enqueued. */
+  onCopied: (() => void) | null;
   /** Pieces the reader started, by index (random-access sources). */
   pieces: Piece[];
   /** The op waits for the reader's next piece. */
@@ -155,12 +159,13 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   let markStarted!: () => void;
   const readerDone = new Promise<void>((r) => (finishReader = r));
   const started = new Promise<void>((r) => (markStarted = r));
-  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted };
+  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted };
 }
 
 /** The op is done, run or not: read no more of it, and give its ring back once no read touches it (a copy still in flight keeps its buffer until done: take() callers wait on ready()). */
 export function release(t: Transfer): void {
   t.stopped = true;
+  wakeCopied(t);
   t.markStarted();
   void t.readerDone.then(() => {
     for (const p of t.taken) t.ring.give(p);
@@ -192,8 +197,13 @@ function fail(t: Transfer, message: string, cause?: unknown): UploadSourceError 
   return new UploadSourceError(`${message} (${t.site.op ?? 'uploadFrom'} into '${t.dstLabel}')`, cause === undefined ? t.site : { ...t.site, cause });
 }
 
-/** The ring buffer for piece `k`, back on the host (its previous copy completed). */
+/**
+ * The ring buffer for piece `k`, back on the host. It held piece k - ringSize: its copy must be
+ * enqueued first (the buffer is the GPU's from then until that copy completed, and `ready()` waits
+ * for it); a buffer read but not yet handed to a copy would otherwise be mapped again and overwritten.
+ */
 export async function slot(t: Transfer, k: number): Promise<PinnedBuffer> {
+  while (k - t.ringSize >= t.copied && !t.stopped) await new Promise<void>((r) => (t.onCopied = r));
   const i = k % t.ringSize;
   if (i === t.taken.length) t.taken.push(t.ring.take());
   const p = t.taken[i]!;
@@ -208,11 +218,24 @@ async function copyPieces(t: Transfer): Promise<void> {
   for (let k = 0; k < total; ) {
     const x = t.pieces[k];
     if (x?.read) {
-      t.copies.upload(x.buf!, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + k * piece, size: x.n });
+      copy(t, x.buf!, k * piece, x.n);
       k++;
     } else if (x) await x.done;
     else await new Promise<void>((r) => (t.onPiece = r));
   }
+}
+
+/** Enqueues the copy of the next piece (`n` bytes in `buf`) to `at` bytes into the transfer's range. */
+function copy(t: Transfer, buf: PinnedBuffer, at: number, n: number): void {
+  t.copies.upload(buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + at, size: n });
+  t.copied++;
+  wakeCopied(t);
+}
+
+function wakeCopied(t: Transfer): void {
+  const wake = t.onCopied;
+  t.onCopied = null;
+  wake?.();
 }
 
 /** Fills `into` from `position`, or throws: the source ended or its read failed. */
@@ -243,7 +266,7 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
   const flushPiece = (): void => {
     if (!buf || fill === 0) return;
     if (fill % 4 !== 0) throw fail(t, `${sourceName(t)} ended after ${moved + fill} bytes, not a multiple of 4`);
-    t.copies.upload(buf, t.dst, { srcOffset: 0, dstOffset: t.dstOffset + moved, size: fill });
+    copy(t, buf, moved, fill);
     moved += fill;
     k++;
     buf = null;

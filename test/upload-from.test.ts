@@ -238,6 +238,25 @@ describe(`uploadFrom (seed ${seed})`, () => {
     expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
   });
 
+  it('a transfer longer than its ring, read ahead while its stream is held, reads ring-size pieces ahead and lands intact', async () => {
+    // 5 pieces through a ring of 2: piece k reuses piece k - 2's buffer only once that piece's copy was enqueued.
+    const piece = 8 << 20;
+    const data = bytesOf(5 * piece);
+    const read = new Set<number>();
+    const src = { size: data.length, parallel: 2, read: async (into: Uint8Array, at: number): Promise<number> => (read.add(Math.floor(at / piece)), into.set(data.subarray(at, at + into.byteLength)), into.byteLength) };
+    const s = ctx.createStream({ label: 'ring' });
+    const dst = ctx.alloc(data.length, { label: 'dst' });
+    let release!: () => void;
+    s.hostFn(() => new Promise<void>((r) => (release = r)));
+    s.uploadFrom(src, dst, { ring: 2 });
+    for (let i = 0; i < 200 && read.size < 2; i++) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, 30));
+    expect([...read].sort(), 'two pieces (the ring) read ahead; the third waits for the first one\'s copy').toEqual([0, 1]);
+    release();
+    await s.synchronize();
+    expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
   it('a transfer read ahead goes out in one submit: copies into a DeviceBuffer batch, each into a raw GPUBuffer goes alone', async () => {
     const traced = await gpuContext({ trace: true });
     try {
