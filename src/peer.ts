@@ -1,9 +1,9 @@
 /**
  * Peer copies (`stream.copyPeer`, CUDA's `cudaMemcpyPeerAsync`): bytes of a buffer on one device
  * into a buffer on another. WebGPU devices share no memory, so the bytes go through the host: the
- * source's context reads them back (PeerHost.readBack), piece by piece, straight into the destination context's pinned
- * staging (one host copy), and `uploadFrom` copies each piece out while the next ones are read
- * back. Both PCIe directions and the host copy overlap.
+ * source's context reads them back (PeerHost.readBack), piece by piece, straight into the
+ * destination context's pinned staging (one host copy), and `uploadFrom` copies each piece out
+ * while the next is read back. Both PCIe directions and the host copy overlap.
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { BufferUsage } from './gpu-constants.js';
@@ -11,8 +11,8 @@ import { DeviceBuffer } from './memory.js';
 import type { RandomAccessSource } from './upload-from.js';
 import { showValue } from './validate.js';
 
-/** Read-backs in flight per peer copy: enough to keep PCIe busy while the host copies. */
-const PARALLEL = 4;
+/** Read-backs in flight: one whole staging piece at a time (fewer, larger read-backs move more per op than several smaller ones). */
+const PARALLEL = 1;
 
 /** `src` as a source of bytes another device's stream reads (only once the op runs: earlier work may write it). */
 export function peerSource(src: unknown, device: GPUDevice, site: ErrorSite): RandomAccessSource {
