@@ -16,9 +16,11 @@ interface Params {
   chunkElements: number;
   /** computeIntensive iterations per element: the split pipeline's and each stage's. */
   iterations: number;
+  /** Timed runs per figure (the median), after one untimed. */
+  repeats: number;
 }
-const FULL: Params = { peerBytes: 256 << 20, chunks: 16, chunkElements: 4 << 20, iterations: 32768 };
-const QUICK: Params = { peerBytes: 16 << 20, chunks: 4, chunkElements: 1 << 14, iterations: 16 };
+const FULL: Params = { peerBytes: 256 << 20, chunks: 16, chunkElements: 4 << 20, iterations: 32768, repeats: 3 };
+const QUICK: Params = { peerBytes: 16 << 20, chunks: 4, chunkElements: 1 << 14, iterations: 16, repeats: 1 };
 
 export const TARGET_PEER = 0.8;
 export const TARGET_SPLIT = 1.7;
@@ -51,7 +53,13 @@ export const twoGpusGroup: PerfGroup = {
       const back = new Uint8Array(p.peerBytes);
       // Each after one untimed run of its own (staging allocated, pipelines warm). The bounds are
       // copyPeer's two sides alone: read-back in 8 MiB pieces into memory; uploadFrom from memory.
-      const warmTimed = async (fn: () => Promise<void>): Promise<number> => (await fn(), timed(fn));
+      // Every figure: the median of `repeats` runs after one untimed run.
+      const warmTimed = async (fn: () => Promise<unknown>): Promise<number> => {
+        await fn();
+        const t: number[] = [];
+        for (let i = 0; i < p.repeats; i++) t.push(await timed(fn));
+        return t.sort((x, y) => x - y)[t.length >> 1]!;
+      };
       const peerMs = await warmTimed(async () => {
         sb.copyPeer(src, dst);
         await sb.synchronize();
@@ -78,14 +86,11 @@ export const twoGpusGroup: PerfGroup = {
       const inputs = Array.from({ length: p.chunks }, () => r.f32Array(p.chunkElements, -1, 1));
       const [la, lb] = [lane(ctx, inputs, 'p8.A'), lane(other, inputs, 'p8.B')];
       const [c0, cn] = [0, p.chunks - 1];
-      // Warm: every chunk once on one GPU and once on both (pipelines compiled, pinned memory touched).
-      await split([la], p.chunks, p.chunkElements, p.iterations);
-      await split([la, lb], p.chunks, p.chunkElements, p.iterations);
-      const oneMs = await timed(() => split([la], p.chunks, p.chunkElements, p.iterations));
-      const kernelsMs = await timed(() => split([la], p.chunks, p.chunkElements, p.iterations, 'kernels'));
+      const oneMs = await warmTimed(() => split([la], p.chunks, p.chunkElements, p.iterations));
+      const kernelsMs = await warmTimed(() => split([la], p.chunks, p.chunkElements, p.iterations, 'kernels'));
       await hostOwned([la, lb]);
       for (const out of [...la.pinOut, ...lb.pinOut]) out.f32.fill(Number.NaN);
-      const twoMs = await timed(() => split([la, lb], p.chunks, p.chunkElements, p.iterations));
+      const twoMs = await warmTimed(() => split([la, lb], p.chunks, p.chunkElements, p.iterations));
       await hostOwned([la, lb]);
       const cost = p.iterations;
       const laneOf = (c: number): Lane => (c % 2 === 0 ? la : lb);
@@ -95,13 +100,12 @@ export const twoGpusGroup: PerfGroup = {
       // The two-stage pipeline, and each of its parts alone.
       progress('P8: two-stage pipeline', 0.65);
       for (const out of lb.pinOut) out.f32.fill(Number.NaN);
-      await stages(la, lb, 2, p.chunkElements, p.iterations); // warm
-      const stagesMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations));
+      const stagesMs = await warmTimed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations));
       await hostOwned([lb]);
       const stageChecks = [c0, cn].map((c) => checkElementwise(`stage chunk ${c}`, lb.pinOut[c]!.f32, p.chunkElements, (i) => computeIntensiveStep(computeIntensiveStep(inputs[c]![i]!, p.iterations), p.iterations), { costPerElement: 2 * cost, tol: COMPUTE_INTENSIVE_TOL }));
-      const aMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'a'));
-      const peerPartMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'peer'));
-      const bMs = await timed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'b'));
+      const aMs = await warmTimed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'a'));
+      const peerPartMs = await warmTimed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'peer'));
+      const bMs = await warmTimed(() => stages(la, lb, p.chunks, p.chunkElements, p.iterations, 'b'));
       const slowest = Math.max(aMs, peerPartMs, bMs);
       freeLane(la);
       freeLane(lb);
@@ -117,7 +121,7 @@ export const twoGpusGroup: PerfGroup = {
           }),
           metric(ctx, {
             id: 'P8.split', name: names.split, value: oneMs / twoMs, unit: 'x', target: `>= ${TARGET_SPLIT.toFixed(2)} when GPU-bound`, meets: oneMs / twoMs >= TARGET_SPLIT,
-            detail: `${where}. ${p.chunks} chunks of ${num(chunkMiB)} MiB, computeIntensive x${p.iterations}: one GPU ${num(oneMs)} ms, two ${num(twoMs)} ms; kernels alone on one GPU ${num(kernelsMs)} ms = ${num(gpuBound)} of the one-GPU run (${gpuBound >= 0.8 ? 'GPU-bound' : 'host- or transfer-bound'})`,
+            detail: `${where}. Medians of ${p.repeats} after one untimed run. ${p.chunks} chunks of ${num(chunkMiB)} MiB, computeIntensive x${p.iterations}: one GPU ${num(oneMs)} ms, two ${num(twoMs)} ms; kernels alone on one GPU ${num(kernelsMs)} ms = ${num(gpuBound)} of the one-GPU run (${gpuBound >= 0.8 ? 'GPU-bound' : 'host- or transfer-bound'})`,
             figures: { seed, chunks: p.chunks, chunkElements: p.chunkElements, iterations: p.iterations, oneMs: round(oneMs), twoMs: round(twoMs), kernelsMs: round(kernelsMs), gpuBoundFraction: round(gpuBound) },
             checks: splitChecks, seed,
           }),
