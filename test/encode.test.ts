@@ -193,6 +193,33 @@ describe(`stream.encode (seed ${seed})`, () => {
     expect(firstMismatch(await yNow(), d2), `seed ${seed}: after ctx.flush() the app's copy follows`).toBeNull();
   });
 
+  it("the other direction: stream work enqueued after the app's own submit runs after it; a stream waits on an outside promise through hostFn", async () => {
+    const n = 256;
+    const d = r.f32Array(n);
+    const x = ctx.alloc(n * 4, { label: 'x' }), y = ctx.alloc(n * 4, { label: 'y' });
+    const s = ctx.createStream({ label: 'after-app' });
+    s.upload(d, x);
+    await s.synchronize();
+    const enc = ctx.device.createCommandEncoder();
+    enc.copyBufferToBuffer(x.buffer, 0, y.buffer, 0, n * 4);
+    ctx.device.queue.submit([enc.finish()]); // the app's own work: y = x
+    const out = new Float32Array(n);
+    s.download(y, out); // enqueued after the app's submit: one queue puts it after
+    await s.synchronize();
+    expect(firstMismatch(out, d), `seed ${seed}`).toBeNull();
+    // An outside promise (another library's result, queue.onSubmittedWorkDone()): later work waits for it.
+    let resolveOutside!: () => void;
+    const outside = new Promise<void>((res) => (resolveOutside = res));
+    const order: string[] = [];
+    s.hostFn(() => outside.then(() => void order.push('outside settled')));
+    s.hostFn(() => void order.push('later work'));
+    await new Promise((res) => setTimeout(res, 20));
+    expect(order, 'later work waits for the outside promise').toEqual([]);
+    resolveOutside();
+    await s.synchronize();
+    expect(order).toEqual(['outside settled', 'later work']);
+  });
+
   it('a declared texture: the sanitizer orders its writer and its reader across streams; the texels come back as written', async () => {
     const san = await gpuContext({ sanitize: 'throw' });
     try {
