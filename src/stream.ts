@@ -130,10 +130,9 @@ export class Stream {
     if (st || dt) {
       const o = textureOptions(options, site);
       if (st && dt) return this.#texture(textureToTexture(st.texture, dt.texture, o, site), [...st.tracked, ...dt.tracked], site, 2);
-      const b = st ? dst : src, buf = this.#unwrap(b, st ? 'dst' : 'src', site);
-      if (!(buf.usage & (st ? BufferUsage.COPY_DST : BufferUsage.COPY_SRC))) throw new InvalidArgumentError(`${st ? 'dst' : 'src'} '${buf.label}' lacks ${st ? 'COPY_DST' : 'COPY_SRC'} usage`, site);
-      const t = (st ?? dt)!;
-      return this.#texture(bufferTexture(buf, t.texture, !st, o, site), b instanceof DeviceBuffer ? [...t.tracked, b] : t.tracked, site, 2);
+      const t = (st ?? dt)!, b = st ? dst : src;
+      const payload = bufferTexture(this.#unwrap(b, st ? 'dst' : 'src', site), t.texture, !st, o, site);
+      return this.#texture(payload, b instanceof DeviceBuffer ? [...t.tracked, b] : t.tracked, site, 2);
     }
     const s = this.#unwrap(src, 'src', site);
     const d = this.#unwrap(dst, 'dst', site);

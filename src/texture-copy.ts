@@ -5,7 +5,7 @@
  * aligned and go into the caller's array in its own layout.
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
-import { TextureUsage } from './gpu-constants.js';
+import { BufferUsage, TextureUsage } from './gpu-constants.js';
 import type { DeviceResource } from './memory.js';
 import { NONE, type CopyPayload, type DownloadPayload, type UploadPayload } from './op.js';
 import type { PinnedBuffer } from './pinned.js';
@@ -62,7 +62,9 @@ export function textureToTexture(src: GPUTexture, dst: GPUTexture, o: TextureTra
 }
 
 /** Buffer to texture or texture to buffer (`toTexture`), the buffer's rows as `o` lays them out. */
-export function bufferTexture(buffer: { buffer: GPUBuffer; label: string; size: number }, t: GPUTexture, toTexture: boolean, o: TextureTransferOptions, site: ErrorSite): CopyPayload {
+export function bufferTexture(buffer: { buffer: GPUBuffer; label: string; size: number; usage: number }, t: GPUTexture, toTexture: boolean, o: TextureTransferOptions, site: ErrorSite): CopyPayload {
+  const [what, usage] = toTexture ? ['src', 'COPY_SRC'] : ['dst', 'COPY_DST'];
+  if (!(buffer.usage & (toTexture ? BufferUsage.COPY_SRC : BufferUsage.COPY_DST))) throw new InvalidArgumentError(`${what} '${buffer.label}' lacks ${usage} usage`, site);
   const r = textureRegion(t, toTexture ? 'dst' : 'src', o, true, site);
   const offset = bufferSide(r, o, buffer.size, buffer.label, site);
   return toTexture

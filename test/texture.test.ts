@@ -195,6 +195,9 @@ describe(`textures (seed ${seed})`, () => {
     expect(thrown(() => s.upload(new Uint8Array(100), tex)).message).toMatch(/'src' has 100 bytes; 8x8x1 texels of 't' at bytesPerRow 32 need 256/);
     expect(thrown(() => s.download(tex, new Uint8Array(256), { bytesPerRow: 30 })).message).toMatch(/bytesPerRow/);
     expect(thrown(() => s.upload(new Uint8Array(256), tex, { srcOffset: 4 } as never)).message).toMatch(/Unknown option `options.srcOffset`/);
+    const noSrc = ctx.alloc(256, { usage: 0x80 | 0x8, label: 'no-src' });
+    expect(thrown(() => s.copy(noSrc, tex)).message).toMatch(/src 'no-src' lacks COPY_SRC usage/);
+    noSrc.destroy();
     const depth = ctx.allocTexture({ size: [8, 8], format: 'depth32float', usage: 0x1 | 0x2 | 0x10 });
     expect(thrown(() => s.upload(new Uint8Array(256), depth)).message).toMatch(/format 'depth32float', which buffer transfers do not move/);
     const noCopy = ctx.allocTexture({ size: [8, 8], format: 'rgba8unorm', usage: 0x4 });
