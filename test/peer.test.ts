@@ -119,6 +119,7 @@ describe(`copyPeer (seed ${seed})`, () => {
     fine.upload(data, ok);
     fine.download(ok, back);
     const failure = await sb.synchronize().then(() => null, (err: unknown) => err);
+    expect(() => sb.copyPeer(src, dst), 'a destroyed context is refused at the call').toThrow(DestroyedError);
     expect(failure).toBeInstanceOf(StreamError);
     expect((failure as StreamError).op).toBe('copyPeer');
     await fine.synchronize();

@@ -7,7 +7,7 @@
  * byte for byte against what went in or a CPU reference.
  */
 import { describe, expect, it } from 'vitest';
-import { useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { textureProgram } from './fixtures/textures.js';
 import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context } from '../src/index.js';
 
@@ -176,6 +176,33 @@ describe(`textures (seed ${seed})`, () => {
     await good.synchronize();
     expect(same(out, data)).toBe(-1);
     buf.destroy();
+  });
+
+  it("a texture of another device, and a download's array detached before completion: typed errors, the stream goes on", async () => {
+    const other = await gpuContext({ label: 'other' });
+    try {
+      const foreign = other.allocTexture({ size: [4, 4], format: 'rgba8unorm', label: 'foreign' });
+      const s = ctx.createStream({ label: 'edges' });
+      expect(() => s.upload(new Uint8Array(64), foreign)).toThrow(/allocated on another GPUDevice/);
+      foreign.destroy();
+    } finally {
+      other.destroy();
+    }
+    const tex = ctx.allocTexture({ size: [16, 4], format: 'rgba8unorm' });
+    const s = ctx.createStream({ label: 'detach' });
+    const data = bytes(256);
+    s.upload(data, tex);
+    const dst = new Uint8Array(256);
+    s.download(tex, dst);
+    structuredClone(dst.buffer, { transfer: [dst.buffer] }); // the array goes away before the op completes
+    const e = await s.synchronize().then(() => null, (err: unknown) => err);
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect((e as Error).message).toMatch(/detached/);
+    const back = new Uint8Array(256);
+    s.download(tex, back);
+    await s.synchronize();
+    expect(same(back, data), `seed ${seed}`).toBe(-1);
+    tex.destroy();
   });
 
   it('checks a texture transfer and a texture binding at the call, naming the op and the stream', () => {
