@@ -1,5 +1,5 @@
 /**
- * `npm run bench:perf`: the performance metrics of issue 4 (P1..P6, growth tables) on Dawn (the
+ * `npm run bench:perf`: the performance metrics of issue 4 (P1..P8, growth tables) on Dawn (the
  * `webgpu` npm package). Prints every metric with its target and PASS / FALL SHORT, the growth
  * tables, and writes `<out>/<YYYY-MM-DD>-<adapter>-perf.json` with card, driver, date and commit.
  *

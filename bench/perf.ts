@@ -1,5 +1,5 @@
 /**
- * The performance suite of issue 4: metrics P1..P6 with their targets, and the growth tables
+ * The performance suite of issue 4: metrics P1..P8 with their targets, and the growth tables
  * (pipeline time vs data size, scheduler cost vs streams and queued ops). Every figure comes from
  * a run whose output was checked against a CPU reference on seeded random data.
  *
@@ -28,7 +28,7 @@ export type { BoundedReport, BoundedRow, ContextFactory, PerfGroup, PerfMetric, 
 /** Every metric group, in the order the suite runs them. */
 export const perfGroups: readonly PerfGroup[] = [overlapGroup, uploadGroup, readbackGroup, weightsGroup, libraryCostGroup, eventTimingGroup, storageGroup, twoGpusGroup, schedulerGrowthGroup];
 
-/** Names `only` accepts: group ids, metric ids (P1..P6, also P2.writeBuffer etc.) and 'growth'. */
+/** Names `only` accepts: group ids, metric ids (P1..P8, also P2.writeBuffer, P8.split etc.) and 'growth'. */
 export function perfSelectors(): string[] {
   return [...perfGroups.map((g) => g.id), ...perfGroups.flatMap((g) => g.metrics), 'growth'];
 }
