@@ -80,6 +80,9 @@ export const PERF_USAGE = [
   '  --timeout MIN    give up after MIN minutes (default: none)',
   '  --seed N         seed of the random inputs (default: fresh, recorded in the result)',
   '  --commit SHA     commit to record (default: $PERF_COMMIT, else git rev-parse HEAD)',
+  '',
+  'P8 (two GPUs) opens its second context on the host\'s second GPU with the layer of docs/MULTI_GPU.md',
+  'and DEVSEL_TAG=1; without them, on a second device of the same adapter (the result says which).',
 ].join('\n');
 
 /** Parses the flags; throws a TypeError naming the bad one. */
