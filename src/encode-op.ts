@@ -5,12 +5,18 @@
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { DeviceBuffer, type DeviceResource } from './memory.js';
-import { asTexture, DeviceTexture, WHOLE } from './texture.js';
+import { asTexture, DeviceTexture, textureRegion, WHOLE, type TextureCopyOptions } from './texture.js';
 import type { ByteRange } from './op.js';
 import { expectInteger, showValue } from './validate.js';
 
-/** A buffer the commands touch, whole or in part; or a texture (whole; a DeviceTexture is kept alive). */
-export type EncodeAccess = DeviceBuffer | GPUBuffer | DeviceTexture | GPUTexture | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number };
+/** A buffer the commands touch, whole or in part; or a texture, whole or a region (a DeviceTexture is kept alive). */
+export type EncodeAccess =
+  | DeviceBuffer
+  | GPUBuffer
+  | DeviceTexture
+  | GPUTexture
+  | { buffer: DeviceBuffer | GPUBuffer; offset?: number; size?: number }
+  | { texture: DeviceTexture | GPUTexture; origin?: readonly number[]; size?: readonly number[]; mipLevel?: number };
 
 export interface EncodeOptions {
   /** Buffers (or byte ranges) the commands read. */
@@ -38,11 +44,16 @@ export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: 
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
   return list.map((x: unknown, i): ByteRange => {
-    const t = asTexture(x);
+    // A texture, whole; or `{ texture, origin?, size?, mipLevel? }`: the rows of that region (see TextureRegion).
+    const region = typeof x === 'object' && x !== null && 'texture' in x && !(x instanceof DeviceTexture) ? (x as TextureCopyOptions & { texture: unknown }) : null;
+    const t = asTexture(region ? region.texture : x);
     if (t) {
-      if (x instanceof DeviceTexture && !tracked.includes(x)) tracked.push(x);
-      return { buffer: t, label: t.label || 'GPUTexture', start: 0, end: WHOLE, texture: true };
+      const own = region ? region.texture : x;
+      if (own instanceof DeviceTexture && !tracked.includes(own)) tracked.push(own);
+      const rows = region ? textureRegion(t, `${what}[${i}]`, region, false, site) : null;
+      return { buffer: t, label: t.label || 'GPUTexture', start: rows ? rows.rowsStart : 0, end: rows ? rows.rowsEnd : WHOLE, texture: true };
     }
+    if (region) throw new InvalidArgumentError(`Expected \`${what}[${i}].texture\` to be a DeviceTexture or GPUTexture, got ${showValue(region.texture)}`, site);
     // `{ buffer, offset?, size? }`; anything else is the buffer itself (a DeviceBuffer's own `buffer` is its GPUBuffer).
     const range = typeof x === 'object' && x !== null && !(x instanceof DeviceBuffer) && 'buffer' in x;
     const r = (range ? x : { buffer: x }) as { buffer: unknown; offset?: unknown; size?: unknown };

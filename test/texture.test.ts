@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { textureProgram } from './fixtures/textures.js';
-import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context } from '../src/index.js';
+import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context, type DeviceBuffer } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -161,6 +161,29 @@ describe(`textures (seed ${seed})`, () => {
     expect(same(out, data), `seed ${seed}`).toBe(-1);
     expect(tex.pendingUses).toBe(0);
     buf.destroy();
+  });
+
+  it('stream.encode declares texture regions: two streams drawing disjoint bands do not race, overlapping ones do', async () => {
+    const [w, h] = [64, 8]; // 256-byte rows
+    const tex = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm', label: 'canvas' });
+    const [top, bottom] = [ctx.alloc(w * 4 * 4, { label: 'top' }), ctx.alloc(w * 4 * 4, { label: 'bottom' })];
+    const [a, b] = [ctx.createStream({ label: 'draw-top' }), ctx.createStream({ label: 'draw-bottom' })];
+    const [dTop, dBottom] = [bytes(w * 4 * 4), bytes(w * 4 * 4)];
+    a.upload(dTop, top);
+    b.upload(dBottom, bottom);
+    const band = (src: DeviceBuffer, y: number) => (enc: GPUCommandEncoder): void => enc.copyBufferToTexture({ buffer: src.buffer, bytesPerRow: w * 4 }, { texture: tex.texture, origin: [0, y] }, [w, 4]);
+    a.encode(band(top, 0), { reads: [top], writes: [{ texture: tex, size: [w, 4] }] });
+    b.encode(band(bottom, 4), { reads: [bottom], writes: [{ texture: tex, origin: [0, 4], size: [w, 4] }] });
+    expect(() => b.encode(band(bottom, 3), { reads: [bottom], writes: [{ texture: tex, origin: [0, 3], size: [w, 4] }] })).toThrow(/race on texture 'canvas'/);
+    expect(() => b.encode(() => undefined, { writes: [{ texture: tex, origin: [0, 6], size: [w, 4] }] })).toThrow(/outside mip level 0/);
+    await Promise.all([a.synchronize(), b.synchronize()]);
+    a.waitStream(b);
+    const back = new Uint8Array(w * h * 4);
+    a.download(tex, back);
+    await a.synchronize();
+    expect(same(back.subarray(0, dTop.length), dTop), `seed ${seed}`).toBe(-1);
+    expect(same(back.subarray(dTop.length), dBottom), `seed ${seed}`).toBe(-1);
+    for (const x of [tex, top, bottom]) x.destroy();
   });
 
   it('a copy WebGPU rejects (a destroyed raw GPUTexture) fails that op alone; another stream runs on', async () => {
