@@ -183,7 +183,7 @@ export function textureRegion(t: GPUTexture, what: string, o: TextureCopyOptions
   const origin = o.origin === undefined ? ([0, 0, 0] as [number, number, number]) : extent(o.origin, 'origin', site, 0);
   const size = o.size === undefined ? (level.map((n, i) => n - origin[i]!) as [number, number, number]) : extent(o.size, 'size', site);
   for (let i = 0; i < 3; i++) {
-    if (origin[i]! + size[i]! > level[i]!) {
+    if (origin[i]! >= level[i]! || origin[i]! + size[i]! > level[i]!) {
       throw new InvalidArgumentError(`${what} texture '${label}': origin ${origin.join(',')} + size ${size.join('x')} is outside mip level ${mipLevel} (${level.join('x')})`, site);
     }
   }

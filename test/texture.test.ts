@@ -242,6 +242,7 @@ describe(`textures (seed ${seed})`, () => {
       throw new Error('expected a throw');
     };
     expect(thrown(() => s.upload(new Uint8Array(256), tex, { origin: [4, 4], size: [5, 4] })).message).toMatch(/origin 4,4,0 \+ size 5x4x1 is outside mip level 0 \(8x8x1\)/);
+    expect(thrown(() => s.download(tex, new Uint8Array(256), { origin: [8, 0] })).message, 'an origin past the edge, size left to default').toMatch(/origin 8,0,0 \+ size 0x8x1 is outside mip level 0/);
     expect(thrown(() => s.upload(new Uint8Array(100), tex)).message).toMatch(/'src' has 100 bytes; 8x8x1 texels of 't' at bytesPerRow 32 need 256/);
     expect(thrown(() => s.download(tex, new Uint8Array(256), { bytesPerRow: 30 })).message).toMatch(/bytesPerRow/);
     expect(thrown(() => s.upload(new Uint8Array(256), tex, { srcOffset: 4 } as never)).message).toMatch(/Unknown option `options.srcOffset`/);
