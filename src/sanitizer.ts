@@ -190,10 +190,15 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
   switch (p.kind) {
     case 'launch':
       for (let i = 0; i < p.bindings.length; i++) {
-        const info = p.kernel.bindings[i]!, t = p.textures?.[i];
-        if (info.kind === 'sampler') continue;
-        const write = info.kind === 'storage' || (info.kind === 'storage-texture' && info.access !== 'read');
-        const r = t ? visit(t, t.label || 'GPUTexture', 0, WHOLE, write, true) : dev(p.bindings[i] as GPUBuffer, 0, (p.bindings[i] as GPUBuffer).size, write);
+        const info = p.kernel.bindings[i]!, write = info.kind === 'storage' || (info.kind === 'storage-texture' && info.access !== 'read');
+        let r: T | null;
+        if (info.kind === 'uniform' || info.kind === 'storage' || info.kind === 'read-only-storage') r = dev(p.bindings[i] as GPUBuffer, 0, (p.bindings[i] as GPUBuffer).size, write);
+        else {
+          // A sampler touches no memory; a texture bound as a raw GPUTextureView has no texture the call can see.
+          const t = p.textures?.[i];
+          if (!t) continue;
+          r = visit(t, t.label || 'GPUTexture', 0, WHOLE, write, true);
+        }
         if (r !== null && r !== undefined) return r;
       }
       return null;

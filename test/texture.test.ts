@@ -126,6 +126,30 @@ describe(`textures (seed ${seed})`, () => {
     expect(checks).toHaveLength(3);
   });
 
+  it("a kernel binds raw GPUTextureViews (the sanitizer cannot see them) or DeviceTextures (whole: another stream's unordered write races)", async () => {
+    const [w, h] = [16, 8];
+    const k = ctx.kernel(`
+      @group(0) @binding(0) var src: texture_2d<f32>;
+      @group(0) @binding(1) var dst: texture_storage_2d<rgba8unorm, write>;
+      @compute @workgroup_size(8, 8) fn main(@builtin(global_invocation_id) id: vec3u) {
+        if (id.x < ${w}u && id.y < ${h}u) { textureStore(dst, vec2i(id.xy), textureLoad(src, vec2i(id.xy), 0)); }
+      }`, { label: 'copyTexels' });
+    const src = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm', label: 'src' }), dst = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm', label: 'dst' });
+    const [a, b] = [ctx.createStream({ label: 'k-a' }), ctx.createStream({ label: 'k-b' })];
+    const data = bytes(w * h * 4);
+    a.upload(data, src);
+    a.launch(k, { bindings: [src.texture.createView(), dst.texture.createView()], workgroups: [2, 1] });
+    const out = new Uint8Array(w * h * 4);
+    a.download(dst, out);
+    await a.synchronize();
+    expect(same(out, data), `seed ${seed}`).toBe(-1);
+    a.launch(k, { bindings: [src, dst], workgroups: [2, 1] });
+    expect(() => b.launch(k, { bindings: [src, dst], workgroups: [2, 1] })).toThrow(/race on texture 'dst'/);
+    await a.synchronize();
+    src.destroy();
+    dst.destroy();
+  });
+
   it('two streams write disjoint bands of one texture unordered (no race); overlapping bands race at the call', async () => {
     const [w, h] = [16, 16];
     const tex = ctx.allocTexture({ size: [w, h], format: 'rgba8unorm', label: 'bands' });
