@@ -12,7 +12,7 @@ import { GpuEvent } from './event.js';
 import { joinHost } from './clock.js';
 import { BufferUsage, TextureUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
-import { launchResources, type Binding } from './launch-args.js';
+import { launchResources, type Binding, type UnwrapBuffer } from './launch-args.js';
 import { DeviceBuffer, type DeviceResource } from './memory.js';
 import { NONE, type CopyPayload, type DownloadPayload, type Op, type StreamQueue, type UploadPayload } from './op.js';
 import { TextureRegion, type DeviceTexture } from './texture.js';
@@ -107,7 +107,7 @@ export class Stream {
     if (bindings.length !== kernel.bindingCount) {
       throw new InvalidArgumentError(`kernel '${kernel.label}' takes ${kernel.bindingCount} bindings (${kernel.bindings.map((b) => b.name).join(', ')}), got ${bindings.length}`, site);
     }
-    const r = launchResources(kernel, bindings, this.#host.limits, (b, i, at, name) => this.#unwrap(b, i, at, name), site);
+    const r = launchResources(kernel, bindings, this.#host.limits, this.#unwrapBinding, site);
     const workgroups = workgroupCounts(opts.workgroups, this.#host.limits.maxComputeWorkgroupsPerDimension, site);
     const constants = kernel.checkConstants(opts.constants, site);
     const pipeline = kernel.pipeline(constants);
@@ -287,6 +287,8 @@ export class Stream {
   }
 
   #copies: Stream | null = null;
+  /** `#unwrap` for launchResources, made once: not a closure per launch. */
+  readonly #unwrapBinding: UnwrapBuffer = (b, i, at, name) => this.#unwrap(b, i, at, name);
   #reader = new Reader();
 
   /**
