@@ -12,6 +12,7 @@ import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import { Sanitizer, type SanitizeMode } from './sanitizer.js';
 import { Scheduler } from './scheduler/scheduler.js';
+import { synchronizeAll } from './scheduler/wait.js';
 import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
 import { Stream, type StreamHost } from './stream.js';
@@ -385,7 +386,7 @@ export class Context {
     try {
       const signal = syncSignal(options, { op: 'synchronize', context: this.label });
       this.#checkAlive('synchronize');
-      return this.#scheduler.synchronizeAll(signal);
+      return synchronizeAll(this.#scheduler, signal);
     } catch (e) {
       return Promise.reject(e);
     }

@@ -19,6 +19,7 @@ import { TextureRegion, type DeviceTexture } from './texture.js';
 import { bufferTexture, downloadTexture, textureArg, textureOptions, textureToTexture, uploadTexture, type TextureTransferOptions } from './texture-copy.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
+import { synchronizeQueue } from './scheduler/wait.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { peerSource } from './peer.js';
@@ -279,11 +280,9 @@ export class Stream {
   }
 
   /** @internal resolves once the last op enqueued here is encoded (or done); see CopyStream. */
-  async whenOrdered(): Promise<void> {
+  whenOrdered(): Promise<void> {
     const tail = this.queue.tail;
-    if (!tail) return;
-    this.#host.scheduler.flush();
-    while (!tail.ordered && !tail.done) await new Promise((r) => setTimeout(r, 0)); // the submit window was full
+    return tail ? this.#host.scheduler.whenOrdered(tail) : Promise.resolve();
   }
 
   #copies: Stream | null = null;
@@ -349,7 +348,7 @@ export class Stream {
   synchronize(options: SyncOptions = {}): Promise<void> {
     try {
       const signal = syncSignal(options, { op: 'synchronize', stream: this.label, context: this.#host.label });
-      return this.#host.scheduler.synchronizeQueue(this.queue, signal);
+      return synchronizeQueue(this.#host.scheduler, this.queue, signal);
     } catch (e) {
       return Promise.reject(e);
     }

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { benchKernels } from '../bench/kernels/index';
 import { openFile } from '../src/node.js';
 import { serveDir } from '../bench/serve.js';
 import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, StreamError, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
@@ -255,6 +256,36 @@ describe(`uploadFrom (seed ${seed})`, () => {
     release();
     await s.synchronize();
     expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
+  it('with the submit window full, a transfer waits for its copies\' place in the queue without polling timers, then lands intact', async () => {
+    // One submit in flight at a time, held by a long kernel: the copies are enqueued behind it, and
+    // the transfer's end waits on the flush that follows its completion (no setTimeout loop).
+    const c = await gpuContext({ maxSubmitsInFlight: 1 });
+    const original = globalThis.setTimeout;
+    let polls = 0;
+    globalThis.setTimeout = ((fn: () => void, ms?: number, ...rest: unknown[]) => {
+      if (new Error().stack?.includes('whenOrdered')) polls++;
+      return original(fn, ms, ...rest);
+    }) as typeof setTimeout;
+    try {
+      const data = bytesOf(4 * int(1 << 14, 1 << 16));
+      const busy = c.alloc(16, { label: 'busy' });
+      const other = c.createStream({ label: 'other', nonBlocking: true });
+      other.launch(benchKernels(c).sleep, { bindings: [busy], workgroups: 4, constants: { iterations: 1 << 17 } });
+      c.flush();
+      const load = c.createStream({ label: 'load', nonBlocking: true });
+      const dst = c.alloc(data.length, { label: 'dst' });
+      load.uploadFrom(chunks(data), dst);
+      const after = new Uint8Array(data.length);
+      load.download(dst, after); // stream order: after the transfer
+      await Promise.all([load.synchronize(), other.synchronize()]);
+      expect(firstDiff(after, data), `seed ${seed}`).toBe(-1);
+      expect(polls, 'timers set while waiting for the copies to be ordered').toBe(0);
+    } finally {
+      globalThis.setTimeout = original;
+      c.destroy();
+    }
   });
 
   it('a transfer read ahead goes out in one submit: copies into a DeviceBuffer batch, each into a raw GPUBuffer goes alone', async () => {

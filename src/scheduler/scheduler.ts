@@ -12,7 +12,7 @@
  * - Completion and host functions: complete.ts. Isolation: an op the call could not fully check
  *   goes in a submit of its own; what depends on it waits for its validation.
  */
-import { AbortError, AggregateStreamError, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
+import { AbortError, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
 import type { DeviceResource } from '../memory.js';
 import { NONE, Op, OpTimes, StreamQueue, addDep, withItem, type Payload, type QueueOwner } from '../op.js';
 import type { Trace } from '../trace.js';
@@ -21,7 +21,6 @@ import { Completer, inherit, wakeDependents } from './complete.js';
 import { Encoder, type Batch } from './encode.js';
 import { StreamHeap } from './heap.js';
 import { deadlock } from './host.js';
-import { joinHost } from '../clock.js';
 import type { Sanitizer } from '../sanitizer.js';
 
 export interface SchedulerOptions {
@@ -55,6 +54,8 @@ export class Scheduler implements QueueOwner {
   /** Pipelines whose validation already wakes a flush. */
   readonly #awaitedPipelines = new WeakSet<object>();
   readonly #waiters = new Set<Resolver>();
+  /** uploadFrom waiting for its copies' place in the queue (whenOrdered). */
+  readonly #orderWaits: { op: Op; resolve: () => void }[] = [];
   readonly #encoder: Encoder;
   readonly #completer: Completer;
   readonly defaultQueue: StreamQueue;
@@ -266,6 +267,7 @@ export class Scheduler implements QueueOwner {
       this.#flushing = false;
     }
     if (batch) completer.submit(batch);
+    if (this.#orderWaits.length > 0) this.#wakeOrdered();
     completer.runHostFns();
   }
 
@@ -368,59 +370,28 @@ export class Scheduler implements QueueOwner {
   }
 
   /**
-   * Waits for everything enqueued on `q` so far; rejects with the first failure among that work
-   * not yet reported to a synchronize of this stream (`ctx.synchronize()` reports it too, and
-   * the stream keeps it for its own).
+   * Resolves once `op` has its place in the queue (ordered) or is done. Flushes first; with the
+   * submit window full, the flush after a submit completes resolves it (no polling).
    */
-  async synchronizeQueue(q: StreamQueue, signal?: AbortSignal): Promise<void> {
-    if (this.#closed) throw this.#closed;
-    const from = q.reportedStream;
-    const upTo = q.lastId;
-    const tail = q.tail;
-    const clock = q.clock?.vc;
-    q.waiting++;
-    try {
-      if (tail) await this.whenDone(tail, signal, `stream '${q.label}'.synchronize()`);
-    } finally {
-      q.waiting--;
-    }
-    joinHost(clock);
-    if (this.#closed) throw this.#closed;
-    const err = q.failureIn(from, upTo);
-    if (upTo > q.reportedStream) q.reportedStream = upTo;
-    q.reported(err);
-    if (err) throw err;
+  whenOrdered(op: Op): Promise<void> {
+    this.flush();
+    if (op.ordered || op.done) return RESOLVED;
+    return new Promise<void>((resolve) => {
+      this.#orderWaits.push({ op, resolve });
+      (op.waiters ??= []).push(resolve); // done first: failed, or isolated and never woken
+    });
   }
 
-  /**
-   * Waits for every stream; rejects with the failures among that work not yet reported to a
-   * context synchronize: one stream's failure as it is, several as an AggregateStreamError.
-   */
-  async synchronizeAll(signal?: AbortSignal): Promise<void> {
-    if (this.#closed) throw this.#closed;
-    const marks = this.streams.map((q) => ({ q, from: q.reportedCtx, upTo: q.lastId, clock: q.clock?.vc }));
-    const tails: Op[] = [];
-    for (const q of this.streams) if (q.tail && !q.tail.done) tails.push(q.tail);
-    const stuck = deadlock(tails, `context '${this.label}'.synchronize()`);
-    if (stuck) throw stuck;
-    for (const m of marks) m.q.waiting++;
-    try {
-      await Promise.all(tails.map((t) => this.whenDone(t, signal)));
-    } finally {
-      for (const m of marks) m.q.waiting--;
+  /** Resolves the order waits whose op is ordered or done (end of a flush). */
+  #wakeOrdered(): void {
+    const ws = this.#orderWaits;
+    let kept = 0;
+    for (let i = 0; i < ws.length; i++) {
+      const w = ws[i]!;
+      if (w.op.ordered || w.op.done) w.resolve();
+      else ws[kept++] = w;
     }
-    for (const m of marks) joinHost(m.clock);
-    if (this.#closed) throw this.#closed;
-    const errors: StreamError[] = [];
-    for (const { q, from, upTo } of marks) {
-      const err = q.failureIn(from, upTo);
-      if (upTo > q.reportedCtx) q.reportedCtx = upTo;
-      q.reported(err);
-      if (err) errors.push(err);
-    }
-    this.prune();
-    if (errors.length === 1) throw errors[0];
-    if (errors.length > 1) throw new AggregateStreamError(errors, { op: 'synchronize', context: this.label });
+    ws.length = kept;
   }
 
   /** Device lost: every pending op fails and every wait rejects; nothing hangs. */
@@ -441,6 +412,7 @@ export class Scheduler implements QueueOwner {
     for (const op of all) completer.fail(op, err);
     for (const r of this.#waiters) r.reject(err);
     this.#waiters.clear();
+    this.#orderWaits.length = 0; // their ops failed above: done, waiters called
   }
 
   destroy(): void {

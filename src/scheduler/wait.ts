@@ -1,0 +1,65 @@
+/**
+ * Waiting for streams: `stream.synchronize()` and `ctx.synchronize()` (cudaStreamSynchronize,
+ * cudaDeviceSynchronize), with each failure reported once to each kind of wait.
+ */
+import { AggregateStreamError, type StreamError } from '../errors.js';
+import type { Op, StreamQueue } from '../op.js';
+import { joinHost } from '../clock.js';
+import { deadlock } from './host.js';
+import type { Scheduler } from './scheduler.js';
+
+/**
+ * Waits for everything enqueued on `q` so far; rejects with the first failure among that work
+ * not yet reported to a synchronize of this stream (`ctx.synchronize()` reports it too, and
+ * the stream keeps it for its own).
+ */
+export async function synchronizeQueue(s: Scheduler, q: StreamQueue, signal?: AbortSignal): Promise<void> {
+  if (s.closed) throw s.closed;
+  const from = q.reportedStream;
+  const upTo = q.lastId;
+  const tail = q.tail;
+  const clock = q.clock?.vc;
+  q.waiting++;
+  try {
+    if (tail) await s.whenDone(tail, signal, `stream '${q.label}'.synchronize()`);
+  } finally {
+    q.waiting--;
+  }
+  joinHost(clock);
+  if (s.closed) throw s.closed;
+  const err = q.failureIn(from, upTo);
+  if (upTo > q.reportedStream) q.reportedStream = upTo;
+  q.reported(err);
+  if (err) throw err;
+}
+
+/**
+ * Waits for every stream; rejects with the failures among that work not yet reported to a
+ * context synchronize: one stream's failure as it is, several as an AggregateStreamError.
+ */
+export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promise<void> {
+  if (s.closed) throw s.closed;
+  const marks = s.streams.map((q) => ({ q, from: q.reportedCtx, upTo: q.lastId, clock: q.clock?.vc }));
+  const tails: Op[] = [];
+  for (const q of s.streams) if (q.tail && !q.tail.done) tails.push(q.tail);
+  const stuck = deadlock(tails, `context '${s.label}'.synchronize()`);
+  if (stuck) throw stuck;
+  for (const m of marks) m.q.waiting++;
+  try {
+    await Promise.all(tails.map((t) => s.whenDone(t, signal)));
+  } finally {
+    for (const m of marks) m.q.waiting--;
+  }
+  for (const m of marks) joinHost(m.clock);
+  if (s.closed) throw s.closed;
+  const errors: StreamError[] = [];
+  for (const { q, from, upTo } of marks) {
+    const err = q.failureIn(from, upTo);
+    if (upTo > q.reportedCtx) q.reportedCtx = upTo;
+    q.reported(err);
+    if (err) errors.push(err);
+  }
+  s.prune();
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) throw new AggregateStreamError(errors, { op: 'synchronize', context: s.label });
+}
