@@ -1,5 +1,5 @@
 import { createNodeContext, openFile } from 'webgpu-streams/node';
-import { encodeSafetensors, SafetensorsFile, workgroupsFor, type Context } from 'webgpu-streams';
+import { encodeSafetensors, SafetensorsFile, SlotRing, workgroupsFor, type Context } from 'webgpu-streams';
 
 /** x <- x + layer i's weights, for every layer of a safetensors file, through two device slots: layer i+1 loads while layer i computes. */
 export async function runLayers(ctx: Context, path: string, input: Float32Array): Promise<Float32Array> {
@@ -7,24 +7,19 @@ export async function runLayers(ctx: Context, path: string, input: Float32Array)
   const st = await SafetensorsFile.open(file);
   const bytes = input.byteLength, groups = workgroupsFor(input.length, 256);
   const load = ctx.createStream({ label: 'load' }), compute = ctx.createStream({ label: 'compute' });
-  const slots = [ctx.alloc(bytes, { label: 'slot0' }), ctx.alloc(bytes, { label: 'slot1' })];
+  const slots = new SlotRing(ctx, { bytes, count: 2, producer: load, consumer: compute }); // slot i % 2: refilled once layer i - 2 read it
   const act = [ctx.alloc(bytes, { label: 'act0' }), ctx.alloc(bytes, { label: 'act1' })];
-  const loaded = [ctx.createEvent(), ctx.createEvent()], freed = [ctx.createEvent(), ctx.createEvent()];
   compute.upload(input, act[0]!);
   let i = 0;
   for (; st.layer(i).length > 0; i++) {
-    const s = i % 2;
-    if (i >= 2) load.waitEvent(freed[s]!); // layer i-2, the last to read this slot, is done
-    load.uploadFrom(file, slots[s]!, st.span(st.layer(i))); // from the file, through the staging ring
-    loaded[s]!.record(load);
-    compute.waitEvent(loaded[s]!);
-    compute.launch(ctx.kernels.vectorAdd, { bindings: [act[i % 2]!, slots[s]!, act[(i + 1) % 2]!], workgroups: groups });
-    freed[s]!.record(compute);
+    slots.fill((slot) => load.uploadFrom(file, slot, st.span(st.layer(i)))); // from the file, through the staging ring
+    slots.use((slot) => compute.launch(ctx.kernels.vectorAdd, { bindings: [act[i % 2]!, slot, act[(i + 1) % 2]!], workgroups: groups }));
   }
   const out = new Float32Array(input.length);
   compute.download(act[i % 2]!, out);
   await compute.synchronize();
-  [...slots, ...act].forEach((b) => b.destroy());
+  slots.destroy();
+  act.forEach((b) => b.destroy());
   await file.close();
   return out;
 }

@@ -18,6 +18,8 @@ export type { HttpSourceOptions } from './http-source.js';
 export type { TensorInfo } from './safetensors.js';
 export type { SyncOptions } from './validate.js';
 export { GpuEvent } from './event.js';
+export { SlotRing } from './slot-ring.js';
+export type { SlotRingOptions, SlotWork } from './slot-ring.js';
 export type { EventOptions, EventRecorder } from './event.js';
 export { DeviceBuffer, DeviceResource } from './memory.js';
 export type { MemoryStats } from './memory.js';
