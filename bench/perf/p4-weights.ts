@@ -15,7 +15,7 @@
  * before the host filled the first layer; nor before the host filled every layer (one thread) and
  * the GPU then copied and computed the last one.
  */
-import type { Context, DeviceBuffer, GpuEvent, PinnedBuffer, Stream } from 'webgpu-streams';
+import { SlotRing, type Context, type DeviceBuffer, type PinnedBuffer, type Stream } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { checkBytes, grid } from '../scenarios/common';
@@ -209,8 +209,8 @@ export const weightsGroup: PerfGroup = {
     const pins: PinnedBuffer[] = Array.from({ length: PINS }, (_, i) => ctx.allocHost(bytes, 'upload', { label: `weights pinned ${i}` }));
     const load = ctx.createStream({ label: 'load', nonBlocking: true });
     const compute = ctx.createStream({ label: 'compute', nonBlocking: true });
-    const loaded: GpuEvent[] = [ctx.createEvent({ label: 'loaded 0' }), ctx.createEvent({ label: 'loaded 1' })];
-    const freed: GpuEvent[] = [ctx.createEvent({ label: 'freed 0' }), ctx.createEvent({ label: 'freed 1' })];
+    // Slot i % 2 is refilled once layer i - 2 read it (events between the two streams).
+    const ring = new SlotRing(ctx, { buffers: slots, producer: load, consumer: compute });
     const ts = ctx.features.timestampQuery;
     const c0 = ctx.createEvent({ timing: true, label: 'compute t0' });
     const c1 = ctx.createEvent({ timing: true, label: 'compute t1' });
@@ -304,7 +304,6 @@ export const weightsGroup: PerfGroup = {
       let firstFill = 0;
       const t0 = performance.now();
       for (let i = 0; i < L; i++) {
-        const s = i % 2;
         const pin = pins[i % np]!;
         if (!pin.isHostOwned) await pin.ready(); // its upload of layer i-np is done
         const a = performance.now();
@@ -312,12 +311,8 @@ export const weightsGroup: PerfGroup = {
         const f = performance.now() - a;
         fill += f;
         if (i === 0) firstFill = f;
-        if (i >= 2) load.waitEvent(freed[s]!); // layer i-2's compute is done reading slot s
-        load.upload(pin, slots[s]!);
-        load.record(loaded[s]!);
-        compute.waitEvent(loaded[s]!);
-        layerOps(compute, i, slots[s]!);
-        compute.record(freed[s]!);
+        ring.fill((slot) => load.upload(pin, slot));
+        ring.use((slot) => layerOps(compute, i, slot));
         ctx.flush();
       }
       await compute.synchronize();

@@ -11,8 +11,8 @@
  * against max(loads alone, compute alone) at each sweep point; device bytes; JS heap + external
  * memory at their peak while streaming, against the staging ring + 2 pieces.
  */
-import type { Context, DeviceBuffer, GpuEvent, RandomAccessSource } from 'webgpu-streams';
-import { SafetensorsFile, safetensorsHeader } from 'webgpu-streams';
+import type { Context, DeviceBuffer, RandomAccessSource } from 'webgpu-streams';
+import { SafetensorsFile, SlotRing, safetensorsHeader } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
 import { grid, readAt } from '../scenarios/common';
@@ -250,7 +250,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     };
 
     // --- streaming: the two-slot pipeline from the file
-    const events = { loaded: [ctx.createEvent(), ctx.createEvent()], freed: [ctx.createEvent(), ctx.createEvent()] } as { loaded: GpuEvent[]; freed: GpuEvent[] };
+    const slotRing = new SlotRing(ctx, { buffers: slots, producer: load, consumer: compute }); // slot i % 2 refilled once layer i - 2 read it
     let peak = { heap: 0, external: 0 };
     const stream = async (iterations: number, sample: boolean): Promise<number> => {
       compute.upload(input, act[0]!);
@@ -258,13 +258,8 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       const m0 = files.memory();
       const t0 = performance.now();
       for (let i = 0; i < L; i++) {
-        const s = i % 2;
-        if (i >= 2) load.waitEvent(events.freed[s]!);
-        load.uploadFrom(file, slots[s]!, spans[i]!);
-        events.loaded[s]!.record(load);
-        compute.waitEvent(events.loaded[s]!);
-        layerOps(slots[s]!, iterations);
-        events.freed[s]!.record(compute);
+        slotRing.fill((slot) => load.uploadFrom(file, slot, spans[i]!));
+        slotRing.use((slot) => layerOps(slot, iterations));
       }
       // The process's memory while it runs, every millisecond.
       const timer = sample

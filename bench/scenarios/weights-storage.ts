@@ -11,8 +11,8 @@
  * Outputs are checked against a CPU reference computed from weights read back out of the source.
  */
 import type { ScenarioResult, Span, Variant } from '../schema';
-import type { DeviceBuffer, GpuEvent, Stream } from 'webgpu-streams';
-import { SafetensorsFile, httpSource } from 'webgpu-streams';
+import type { DeviceBuffer, Stream } from 'webgpu-streams';
+import { SafetensorsFile, SlotRing, httpSource } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '../reference';
 import { measure, measureInterleaved } from '../stats';
 import { type Check, type Scenario, type WeightsStorage, TraceRecorder, readAt, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
@@ -87,8 +87,7 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
       const gCi = grid(n, 'computeIntensive');
       const r = rng(seed);
       const input = r.f32Array(n);
-      const loaded: GpuEvent[] = [ctx.createEvent(), ctx.createEvent()];
-      const freed: GpuEvent[] = [ctx.createEvent(), ctx.createEvent()];
+      const slotRing = new SlotRing(ctx, { buffers: slots, producer: load, consumer: compute }); // slot i % 2 refilled once layer i - 2 read it
 
       const layerOps = (s: Stream, slot: DeviceBuffer, iterations: number): void => {
         s.launch(ctx.kernels.vectorAdd, { bindings: [act[0]!, slot, act[1]!], workgroups: gAdd });
@@ -117,13 +116,8 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
       /** The two-slot pipeline: the load of layer i + 2 waits for layer i, which read its slot. */
       const slotsOnce = async (iterations: number): Promise<void> => {
         for (let i = 0; i < L; i++) {
-          const s = i % 2;
-          if (i >= 2) load.waitEvent(freed[s]!);
-          load.uploadFrom(src, slots[s]!, spans[i]!);
-          loaded[s]!.record(load);
-          compute.waitEvent(loaded[s]!);
-          layerOps(compute, slots[s]!, iterations);
-          freed[s]!.record(compute);
+          slotRing.fill((slot) => load.uploadFrom(src, slot, spans[i]!));
+          slotRing.use((slot) => layerOps(compute, slot, iterations));
         }
         await compute.synchronize();
         await load.synchronize();
