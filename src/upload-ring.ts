@@ -1,7 +1,8 @@
 /**
  * `uploadFrom`'s staging ring: pinned upload buffers of 8 MiB (less where the device's buffers are
- * smaller), counted in `memory.staging`. Up to 24 free ones are kept for the next transfer (three
- * rings of 8 per stream: one copying, one read ahead, one reading).
+ * smaller), counted in `memory.staging`. Free ones are kept for the next transfer: at least 24 (three
+ * rings of 8 per stream: one copying, one read ahead, one reading), and as many as were ever in use
+ * at once, so a workload that repeats never creates (maps and zeroes) buffers again.
  */
 import type { MemoryStats } from './memory.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
@@ -11,6 +12,9 @@ export class UploadRing implements StagingRing {
   readonly pieceBytes: number;
   readonly #free: PinnedBuffer[] = [];
   #closed = false;
+  /** Buffers taken and not given back, and the most there ever were. */
+  #inUse = 0;
+  #peakInUse = 0;
 
   constructor(
     readonly host: PinnedHost,
@@ -21,6 +25,7 @@ export class UploadRing implements StagingRing {
   }
 
   take(): PinnedBuffer {
+    if (++this.#inUse > this.#peakInUse) this.#peakInUse = this.#inUse;
     const p = this.#free.pop();
     if (p) return p;
     this.memory.staging += this.pieceBytes;
@@ -30,7 +35,8 @@ export class UploadRing implements StagingRing {
   }
 
   give(p: PinnedBuffer): void {
-    if (!this.#closed && this.#free.length < 24) this.#free.push(p);
+    this.#inUse--;
+    if (!this.#closed && this.#free.length < Math.max(24, this.#peakInUse)) this.#free.push(p);
     else this.#drop(p);
   }
 

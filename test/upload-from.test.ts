@@ -12,7 +12,7 @@ import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { benchKernels } from '../bench/kernels/index';
 import { openFile } from '../src/node.js';
 import { serveDir } from '../bench/serve.js';
-import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, StreamError, UploadSourceError, type Context, type DeviceBuffer, type RaceReport } from '../src/index.js';
+import { encodeSafetensors, httpSource, InvalidArgumentError, SafetensorsFile, StreamError, UploadSourceError, type Context, type DeviceBuffer, type RaceReport, type Stream } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -284,6 +284,44 @@ describe(`uploadFrom (seed ${seed})`, () => {
       expect(polls, 'timers set while waiting for the copies to be ordered').toBe(0);
     } finally {
       globalThis.setTimeout = original;
+      c.destroy();
+    }
+  });
+
+  it('keeps as many free staging buffers as were ever in use at once: a workload that repeats creates none the second time', async () => {
+    const c = await gpuContext();
+    const device = c.device;
+    const create = device.createBuffer.bind(device);
+    let created = 0;
+    device.createBuffer = (d: GPUBufferDescriptor) => ((created += d.label?.includes('uploadFrom staging') ? 1 : 0), create(d));
+    try {
+      // 13 held streams, 2 transfers each read ahead: 26 ring buffers at once, more than the 24 always kept.
+      const round = async (): Promise<void> => {
+        const gates: (() => void)[] = [];
+        const runs: [Stream, DeviceBuffer, Uint8Array][] = [];
+        for (let s = 0; s < 13; s++) {
+          const st = c.createStream({ label: `held ${s}`, nonBlocking: true });
+          st.hostFn(() => new Promise<void>((res) => gates.push(res)));
+          for (let j = 0; j < 2; j++) {
+            const data = bytesOf(64);
+            const dst = c.alloc(64, { label: `dst ${s}.${j}` });
+            st.uploadFrom({ size: 64, read: async (into: Uint8Array, at: number) => (into.set(data.subarray(at, at + into.byteLength)), into.byteLength) }, dst);
+            runs.push([st, dst, data]);
+          }
+        }
+        for (let i = 0; i < 200 && gates.length < 13; i++) await new Promise((res) => setImmediate(res));
+        for (let i = 0; i < 20; i++) await new Promise((res) => setImmediate(res)); // reads ahead take their rings
+        gates.forEach((g) => g());
+        await c.synchronize();
+        for (const [, dst, data] of runs) expect(firstDiff(await readBackOn(c, dst).then((b) => new Uint8Array(b)), data), `seed ${seed}`).toBe(-1);
+      };
+      await round();
+      const first = created;
+      await round();
+      expect(first, 'the first round needs more than the 24 buffers kept by default').toBeGreaterThan(24);
+      expect(created - first, 'staging buffers created by the second round').toBe(0);
+    } finally {
+      device.createBuffer = create;
       c.destroy();
     }
   });
