@@ -79,7 +79,8 @@ export class SlotRing {
 
   /**
    * Enqueues the next use's fill on the producer: `work(slot, producer, i)` after the slot's last
-   * use (i - count) completed. Throws when that use is not enqueued yet (call `use` first).
+   * use (i - count) completed. Throws when that use is not enqueued yet (call `use` first); when
+   * `work` throws, the ring stays where it was (the next fill is use i again).
    * @returns the use's index
    */
   fill(work: SlotWork): number {
@@ -99,7 +100,7 @@ export class SlotRing {
 
   /**
    * Enqueues the next use on the consumer: `work(slot, consumer, i)` after its fill. Throws when
-   * that fill is not enqueued yet (call `fill` first).
+   * that fill is not enqueued yet (call `fill` first); when `work` throws, the next use is use i again.
    * @returns the use's index
    */
   use(work: SlotWork): number {

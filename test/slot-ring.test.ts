@@ -100,6 +100,26 @@ describe(`SlotRing (seed ${seed})`, () => {
     for (const [what, o, re] of bad) expect(() => new SlotRing(ctx, o as never), what).toThrow(re);
   });
 
+  it('a fill or use whose work throws leaves the ring where it was: the next call is that use again', async () => {
+    const n = 256;
+    const weights = [r.f32Array(n), r.f32Array(n)];
+    const load = ctx.createStream({ label: 'load' }), compute = ctx.createStream({ label: 'compute' });
+    const ring = new SlotRing(ctx, { bytes: n * 4, producer: load, consumer: compute });
+    const act = [ctx.alloc(n * 4), ctx.alloc(n * 4)];
+    expect(() => ring.fill(() => { throw new Error('no weights'); })).toThrow('no weights');
+    expect([ring.filled, ring.used]).toEqual([0, 0]);
+    for (let i = 0; i < 2; i++) {
+      expect(ring.fill((slot, s) => void s.upload(weights[i]!, slot))).toBe(i);
+      expect(() => ring.use(() => { throw new Error('bad layer'); })).toThrow('bad layer');
+      expect(ring.use(layer(n, act))).toBe(i);
+    }
+    const out = new Float32Array(n);
+    compute.download(act[0]!, out);
+    await compute.synchronize();
+    expect(firstMismatch(out, vectorAddRef(vectorAddRef(new Float32Array(n), weights[0]!), weights[1]!)), `seed ${seed}`).toBeNull();
+    ring.destroy();
+  });
+
   it('refuses a stream of another context', async () => {
     const { gpuContext } = await import('./fixtures/gpu.js');
     const other = await gpuContext();
