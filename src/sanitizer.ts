@@ -179,35 +179,38 @@ export class Sanitizer {
   }
 }
 
-/** One access of an op: bytes [start, end) of `buffer`, read or written. Returning a value stops the walk. */
-type Visit<T> = (buffer: GPUBuffer | GPUTexture, label: string, start: number, end: number, write: boolean, texture?: boolean) => T | null;
+/**
+ * One access of an op: bytes [start, end) of `buffer`, read or written; `label` where a JS object
+ * holds it (a GPUBuffer's own `label` and `size` are native getters, read only for a report).
+ * Returning a value stops the walk.
+ */
+type Visit<T> = (buffer: GPUBuffer | GPUTexture, label: string | null, start: number, end: number, write: boolean, texture?: boolean) => T | null;
 
 /** Walks `op`'s accesses in a fixed order (sources before destinations) until `visit` returns a value. */
 function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
   const p = op.payload;
-  const dev = (b: GPUBuffer | TextureRegion, start: number, end: number, write: boolean): T | null =>
-    b instanceof TextureRegion ? visit(b.texture, b.label, b.rowsStart, b.rowsEnd, write, true) : visit(b, b.label || 'GPUBuffer', start, end, write);
   switch (p.kind) {
     case 'launch':
       for (let i = 0; i < p.bindings.length; i++) {
         const info = p.kernel.bindings[i]!, write = info.kind === 'storage' || (info.kind === 'storage-texture' && info.access !== 'read');
         let r: T | null;
-        if (info.kind === 'uniform' || info.kind === 'storage' || info.kind === 'read-only-storage') r = dev(p.bindings[i] as GPUBuffer, 0, (p.bindings[i] as GPUBuffer).size, write);
+        // A buffer binding is the whole buffer (its size read only for a report).
+        if (info.kind === 'uniform' || info.kind === 'storage' || info.kind === 'read-only-storage') r = visit(p.bindings[i] as GPUBuffer, null, 0, WHOLE, write);
         else {
           // A sampler touches no memory; a texture bound as a raw GPUTextureView has no texture the call can see.
           const t = p.textures?.[i];
           if (!t) continue;
-          r = visit(t, t.label || 'GPUTexture', 0, WHOLE, write, true);
+          r = visit(t, null, 0, WHOLE, write, true);
         }
         if (r !== null && r !== undefined) return r;
       }
       return null;
     case 'copy':
-      return dev(p.src, p.srcOffset, p.srcOffset + p.size, false) ?? dev(p.dst, p.dstOffset, p.dstOffset + p.size, true);
+      return side(p.src, p.srcOffset, p.size, false, visit) ?? side(p.dst, p.dstOffset, p.size, true, visit);
     case 'upload':
-      return (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false)) ?? dev(p.dst, p.dstOffset, p.dstOffset + p.size, true);
+      return (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.srcOffset, p.srcOffset + p.size, false)) ?? side(p.dst, p.dstOffset, p.size, true, visit);
     case 'download':
-      return dev(p.src, p.srcOffset, p.srcOffset + p.size, false) ?? (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true));
+      return side(p.src, p.srcOffset, p.size, false, visit) ?? (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true));
     case 'hostFn':
       return p.writes ? visit(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true) : null;
     case 'encode':
@@ -223,9 +226,24 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
   }
 }
 
+/** One side of a transfer: `size` bytes from `offset` of a buffer, or a texture region's rows. */
+function side<T>(b: GPUBuffer | TextureRegion, offset: number, size: number, write: boolean, visit: Visit<T>): T | null {
+  return b instanceof TextureRegion ? visit(b.texture, b.label, b.rowsStart, b.rowsEnd, write, true) : visit(b, null, offset, offset + size, write);
+}
+
+/** The op being checked or recorded: set before a walk, so the visits are two functions, not closures per op. */
+let curVc: VectorClock = NONE;
+let curEntry = 0;
+let curOp: Op | null = null;
+let curSite: Error | undefined;
+
+const checkVisit: Visit<Found> = (b, label, start, end, write, texture) => check(b, label, start, end, write, curVc, curEntry, false, texture);
+
 /** The first race of `op`'s accesses (made at clock `vc`, its stream's `entry`), or null. */
 function checkOp(op: Op, vc: VectorClock, entry: number): Found | null {
-  return eachAccess(op, (b, label, start, end, write, texture) => check(b, label, start, end, write, vc, entry, false, texture));
+  curVc = vc;
+  curEntry = entry;
+  return eachAccess(op, checkVisit);
 }
 
 /**
@@ -274,7 +292,7 @@ function floor(): VectorClock {
 const before = (a: Access, f: VectorClock): boolean => a.epoch <= (f[a.entry] ?? 0);
 
 /** The access of `buffer` nearest the end that conflicts with this one and is ordered neither way; nothing is changed. */
-function check(buffer: GPUBuffer | GPUTexture, label: string, start: number, end: number, write: boolean, vc: VectorClock, entry: number, hostFnAccess = false, texture = false): Found | null {
+function check(buffer: GPUBuffer | GPUTexture, label: string | null, start: number, end: number, write: boolean, vc: VectorClock, entry: number, hostFnAccess = false, texture = false): Found | null {
   const sh = shadows.get(buffer);
   if (!sh || end <= start) return null;
   const list = sh.list;
@@ -290,7 +308,9 @@ function check(buffer: GPUBuffer | GPUTexture, label: string, start: number, end
     // Ordered either way: `a` before this access, or (a host function's access, checked when it
     // runs, against ops enqueued after it) this access before `a`.
     if (before(a, hc) || a.epoch <= (vc[a.entry] ?? 0) || epoch <= (a.vc[entry] ?? 0)) continue;
-    return { buffer: label, texture, first: a, write, start: Math.max(start, a.start), end: Math.min(end, a.end) };
+    const name = label ?? (buffer.label || (texture ? 'GPUTexture' : 'GPUBuffer'));
+    const to = texture ? Math.min(end, a.end) : Math.min(end, a.end, (buffer as GPUBuffer).size); // a whole binding ends at the buffer's end
+    return { buffer: name, texture, first: a, write, start: Math.max(start, a.start), end: to };
   }
   return null;
 }
@@ -342,13 +362,20 @@ function record(buffer: GPUBuffer | GPUTexture, acc: Access): void {
   }
 }
 
+const recordVisit: Visit<null> = (b, _label, start, end, write) => {
+  record(b, { entry: curEntry, epoch: curVc[curEntry]!, write, start, end, vc: curVc, op: curOp, site: curSite });
+  return null; // every access
+};
+
 /** Adds `op`'s accesses (made at clock `vc`, its stream's `entry`) to the shadows. */
 function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefined): void {
-  const epoch = vc[entry]!;
-  eachAccess(op, (b, _label, start, end, write) => {
-    record(b, { entry, epoch, write, start, end, vc, op, site });
-    return null; // every access
-  });
+  curVc = vc;
+  curEntry = entry;
+  curOp = op;
+  curSite = site;
+  eachAccess(op, recordVisit);
+  curOp = null; // not kept alive here
+  curSite = undefined;
 }
 
 function describeOp(op: Op, write: boolean, site: Error | undefined): RaceAccess {
