@@ -17,6 +17,34 @@ export interface StreamClock {
 /** The host's clock; `version` changes whenever it does. */
 export const host = { clock: [0] as number[], version: 0 };
 
+let nextEntry = 1;
+/** Entries of destroyed streams with their last epoch: a new stream takes one once the host has seen that epoch. */
+const retired: { entry: number; last: number }[] = [];
+
+/**
+ * A new stream's clock. Entries are reused, so clocks stay as long as the streams alive at once, not
+ * every stream ever made: a destroyed stream's entry, once the host has seen its last op complete,
+ * continues from that epoch (its accesses stay ordered before the new stream's, and seen by the host).
+ */
+export function newStreamClock(): StreamClock {
+  for (let n = Math.min(retired.length, 8); n > 0; n--) {
+    const r = retired.shift()!;
+    if ((host.clock[r.entry] ?? 0) < r.last) {
+      retired.push(r); // not seen yet: look again later
+      continue;
+    }
+    const vc = new Array<number>(r.entry + 1).fill(0);
+    vc[r.entry] = r.last;
+    return { entry: r.entry, vc, hostSeen: -1 };
+  }
+  return { entry: nextEntry++, vc: [], hostSeen: -1 };
+}
+
+/** A stream was destroyed (once): its entry may serve a new stream (newStreamClock). */
+export function retireStreamClock(sc: StreamClock): void {
+  retired.push({ entry: sc.entry, last: sc.vc[sc.entry] ?? 0 });
+}
+
 /** `into` = max(`into`, `from`), entry by entry; true when it changed. */
 export function join(into: number[], from: VectorClock): boolean {
   let changed = false;

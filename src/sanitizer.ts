@@ -19,7 +19,7 @@
  * each context reports its own ops' races in its own mode.
  */
 import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
-import { host, join, type StreamClock, type VectorClock } from './clock.js';
+import { host, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
 import { TextureRegion, WHOLE } from './texture.js';
@@ -52,7 +52,6 @@ interface Found {
   end: number;
 }
 
-let nextEntry = 1;
 const shadows = new WeakMap<GPUBuffer | GPUTexture, Shadow>();
 const NONE: VectorClock = [];
 /** Host functions' clocks, for what they touch and enqueue while running. */
@@ -66,7 +65,7 @@ const pendingHostFns: Op[] = [];
 const MAX_ACCESSES = 1 << 16;
 
 function clockOf(q: StreamQueue): StreamClock {
-  return (q.clock ??= { entry: nextEntry++, vc: [], hostSeen: -1 });
+  return (q.clock ??= newStreamClock());
 }
 
 /** What the host touches: a pinned buffer. */

@@ -9,7 +9,7 @@ import { argName, CallSite, type Site } from './call-site.js';
 import { commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
 import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
 import { GpuEvent } from './event.js';
-import { joinHost } from './clock.js';
+import { joinHost, retireStreamClock } from './clock.js';
 import { BufferUsage, TextureUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
 import { launchResources, type Binding, type UnwrapBuffer } from './launch-args.js';
@@ -369,8 +369,10 @@ export class Stream {
 
   /** No further work may be enqueued; work already enqueued still completes. Idempotent. */
   destroy(): void {
-    if (this.queue.isDefault) return;
-    this.queue.destroyed = true;
+    const q = this.queue;
+    if (q.isDefault || q.destroyed) return;
+    q.destroyed = true;
+    if (q.clock) retireStreamClock(q.clock); // the sanitizer's clock entry, for a later stream
   }
 
   [Symbol.dispose](): void {

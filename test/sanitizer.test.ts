@@ -648,3 +648,47 @@ describe('stream sanitizer: modes', () => {
     await expect(gpuContext({ sanitize: 'loud' as never })).rejects.toThrow(/Expected `sanitize` to be false, 'throw', 'warn' or a function/);
   });
 });
+
+describe('stream sanitizer: streams that come and go', () => {
+  it("reuses a destroyed stream's clock entry once the host saw its work, and still finds a new stream's races", async () => {
+    // Each round: stream `old` writes x several times, is synchronized and destroyed (its entry can
+    // go to the next stream); a new stream then writes y, and a third reads y with no wait. A new
+    // stream whose epochs restarted below the old one's would look seen by the host: no race found.
+    for (let round = 0; round < 50; round++) {
+      reports = [];
+      const x = dev('x'), y = dev('y');
+      const old = stream(`old${round}`);
+      for (let k = 0; k < 3; k++) write(old, x);
+      await old.synchronize();
+      old.destroy();
+      const fresh = stream(`fresh${round}`), other = stream(`other${round}`);
+      read(fresh, x); // after the host saw old's writes: ordered, no race
+      const w = write(fresh, y);
+      const rd = read(other, y);
+      expect(reports.map((x) => [x.first?.op, x.second.op]), `round ${round}`).toEqual([[w, rd]]);
+      await Promise.all([fresh.synchronize(), other.synchronize()]);
+      fresh.destroy();
+      other.destroy();
+      x.destroy();
+      y.destroy();
+    }
+  });
+
+  it('a destroyed stream whose work the host has not seen keeps its entry: its write races with every later reader', async () => {
+    reports = [];
+    const x = dev('x', 16);
+    const g = gate();
+    const old = stream('unseen');
+    old.hostFn(() => g.wait);
+    const w = write(old, x);
+    old.destroy(); // not synchronized: its write is not known to be done
+    // Enough new streams to use up every entry retired before (and to reach this one, were it handed out).
+    const readers = Array.from({ length: 1000 }, (_, i) => stream(`reader${i}`));
+    const rds = readers.map((s) => read(s, x));
+    expect(reports.length).toBe(rds.length);
+    expect(reports.every((x, i) => x.first?.op === w && x.second.op === rds[i])).toBe(true);
+    g.open();
+    await A.synchronize().catch(() => undefined);
+    for (const s of readers) s.destroy();
+  });
+});
