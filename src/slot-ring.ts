@@ -36,10 +36,8 @@ export class SlotRing {
   readonly producer: Stream;
   readonly consumer: Stream;
   readonly label: string;
-  /** Uses filled so far (the next fill is use `filled`). */
-  filled = 0;
-  /** Uses enqueued so far (the next use is use `used`). */
-  used = 0;
+  #filled = 0;
+  #used = 0;
   readonly #loaded: GpuEvent[];
   readonly #freed: GpuEvent[];
   readonly #owned: boolean;
@@ -76,6 +74,14 @@ export class SlotRing {
   get count(): number {
     return this.buffers.length;
   }
+  /** Fills enqueued so far (the next fill is use `filled`). */
+  get filled(): number {
+    return this.#filled;
+  }
+  /** Uses enqueued so far (the next use is use `used`). */
+  get used(): number {
+    return this.#used;
+  }
 
   /**
    * Enqueues the next use's fill on the producer: `work(slot, producer, i)` after the slot's last
@@ -84,17 +90,17 @@ export class SlotRing {
    * @returns the use's index
    */
   fill(work: SlotWork): number {
-    const i = this.filled;
+    const i = this.#filled;
     const site = { op: 'SlotRing.fill', stream: this.producer.label, context: this.#context };
     expectFunction('work', work, site);
-    if (i - this.count >= this.used) {
+    if (i - this.count >= this.#used) {
       throw new InvalidArgumentError(`fill of use ${i} needs ${this.label}[${i % this.count}], whose use ${i - this.count} is not enqueued yet: call use() first (at most ${this.count} fills ahead)`, site);
     }
     const k = i % this.count;
     if (i >= this.count) this.producer.waitEvent(this.#freed[k]!); // use i - count read this slot
     work(this.buffers[k]!, this.producer, i);
     this.#loaded[k]!.record(this.producer);
-    this.filled++;
+    this.#filled++;
     return i;
   }
 
@@ -104,15 +110,15 @@ export class SlotRing {
    * @returns the use's index
    */
   use(work: SlotWork): number {
-    const i = this.used;
+    const i = this.#used;
     const site = { op: 'SlotRing.use', stream: this.consumer.label, context: this.#context };
     expectFunction('work', work, site);
-    if (i >= this.filled) throw new InvalidArgumentError(`use ${i} of ${this.label}[${i % this.count}] has no fill enqueued: call fill() first`, site);
+    if (i >= this.#filled) throw new InvalidArgumentError(`use ${i} of ${this.label}[${i % this.count}] has no fill enqueued: call fill() first`, site);
     const k = i % this.count;
     this.consumer.waitEvent(this.#loaded[k]!);
     work(this.buffers[k]!, this.consumer, i);
     this.#freed[k]!.record(this.consumer);
-    this.used++;
+    this.#used++;
     return i;
   }
 
