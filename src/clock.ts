@@ -12,6 +12,8 @@ export interface StreamClock {
   vc: VectorClock;
   /** The host clock's version that `vc` includes. */
   hostSeen: number;
+  /** Its stream is gone (destroyed, or its context): the entry is on the retired list. */
+  retired?: boolean;
 }
 
 /** The host's clock; `version` changes whenever it does. */
@@ -40,8 +42,10 @@ export function newStreamClock(): StreamClock {
   return { entry: nextEntry++, vc: [], hostSeen: -1 };
 }
 
-/** A stream was destroyed (once): its entry may serve a new stream (newStreamClock). */
+/** A stream is gone (destroyed, or its context): its entry may serve a new stream (newStreamClock). Idempotent. */
 export function retireStreamClock(sc: StreamClock): void {
+  if (sc.retired) return;
+  sc.retired = true;
   retired.push({ entry: sc.entry, last: sc.vc[sc.entry] ?? 0 });
 }
 

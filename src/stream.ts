@@ -370,7 +370,7 @@ export class Stream {
   /** No further work may be enqueued; work already enqueued still completes. Idempotent. */
   destroy(): void {
     const q = this.queue;
-    if (q.isDefault || q.destroyed) return;
+    if (q.isDefault) return;
     q.destroyed = true;
     if (q.clock) retireStreamClock(q.clock); // the sanitizer's clock entry, for a later stream
   }

@@ -44,9 +44,11 @@ interface Params {
   probeIterations: number;
   /** One-chunk round trips measured for the per-chunk host cost. */
   chunkRounds: number;
+  /** Streams made, used, synchronized and destroyed before P5.sanitizer's last row. */
+  churn: number;
 }
-const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 13, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256, chunkRounds: 300 };
-const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_000, opRepeats: 3, maxIterations: 256, probeIterations: 8, chunkRounds: 40 };
+const FULL: Params = { bytes: 256 * MiB, chunks: 32, ring: 4, repeats: 13, ops: 10_000, opRepeats: 5, maxIterations: 1 << 16, probeIterations: 256, chunkRounds: 300, churn: 2000 };
+const QUICK: Params = { bytes: 1 * MiB, chunks: 8, ring: 3, repeats: 3, ops: 10_000, opRepeats: 3, maxIterations: 256, probeIterations: 8, chunkRounds: 40, churn: 200 };
 
 export const TARGET_P5 = 1.05;
 export const TARGET_P5_OP_US = 5;
@@ -250,6 +252,15 @@ async function sanitizerCost(ctx: Context, create: NonNullable<PerfOptions['crea
     on.flush();
     rows.onLive = await benches.on.measure(p.ops, 1, p.opRepeats);
     checks.push({ ...rows.onLive.check, detail: `sanitizer on with ${live} other buffers in its shadows: ${rows.onLive.check.detail}` });
+    // Streams that came and went: each one's clock entry goes to a later stream, so clocks stay short.
+    for (let i = 0; i < p.churn; i++) {
+      const t = on.createStream({ label: `perf churn ${i}`, nonBlocking: true });
+      t.upload(word, held[i % live]!);
+      await t.synchronize();
+      t.destroy();
+    }
+    rows.onChurned = await benches.on.measure(p.ops, 1, p.opRepeats);
+    checks.push({ ...rows.onChurned.check, detail: `sanitizer on after ${p.churn} streams came and went: ${rows.onChurned.check.detail}` });
   } finally {
     await benches.off.destroy();
     await benches.on.destroy();
@@ -273,6 +284,7 @@ async function sanitizerCost(ctx: Context, create: NonNullable<PerfOptions['crea
       `${p.ops} copies of 256 B (enqueue + flush): 1 stream: on ${us(rows.on1!)} / off ${us(rows.off1!)} = ${num(ratio)}x; ` +
       `16 streams: on ${us(rows.on16!)} / off ${us(rows.off16!)} = ${num(rows.on16!.hostUs / rows.off16!.hostUs)}x; ` +
       `on, with ${live} other buffers in its shadows: ${us(rows.onLive!)} (${num(rows.onLive!.hostUs / rows.on1!.hostUs)}x of on without them); ` +
+      `on, after ${p.churn} streams came and went: ${us(rows.onChurned!)} (${num(rows.onChurned!.hostUs / rows.on1!.hostUs)}x of on before them); ` +
       `on with captureStacks 'all' (both call sites in every report): ${us(rows.onAll!)} = ${num(rows.onAll!.hostUs / rows.off1!.hostUs)}x off`,
     figures: {
       seed,
@@ -283,6 +295,8 @@ async function sanitizerCost(ctx: Context, create: NonNullable<PerfOptions['crea
       offHostUs16: round(rows.off16!.hostUs),
       onHostUs16: round(rows.on16!.hostUs),
       onLiveHostUs: round(rows.onLive!.hostUs),
+      onChurnedHostUs: round(rows.onChurned!.hostUs),
+      churnedStreams: p.churn,
       onAllStacksHostUs1: round(rows.onAll!.hostUs),
       liveBuffers: live,
     },

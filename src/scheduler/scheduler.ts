@@ -21,6 +21,7 @@ import { Completer, inherit, wakeDependents } from './complete.js';
 import { Encoder, type Batch } from './encode.js';
 import { StreamHeap } from './heap.js';
 import { deadlock } from './host.js';
+import { retireStreamClock } from '../clock.js';
 import type { Sanitizer } from '../sanitizer.js';
 
 export interface SchedulerOptions {
@@ -406,6 +407,7 @@ export class Scheduler implements QueueOwner {
     this.#closed = err;
     const completer = this.#completer;
     const all = this.streams.flatMap((q) => q.takePending());
+    for (const q of this.streams) if (q.clock) retireStreamClock(q.clock); // no more ops: the sanitizer may reuse their entries
     all.push(...completer.takeQueuedHostFns(), ...completer.runningHost);
     for (const b of completer.inFlightBatches) all.push(...b.ops);
     completer.inFlightBatches.length = 0;
