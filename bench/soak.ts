@@ -23,7 +23,7 @@
  * WATCHED_DOWNLOADS; the program keeps none) must be at most SOAK_HELD_DOWNLOADS: 0, where a GC can
  * be forced.
  *
- *   npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--every N]
+ *   npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--every N] [--sanitize]
  *
  * `--seed N` replays a run's op sequence. The npm script runs node with --expose-gc; without it the
  * runner asks V8 for `gc` itself. Exit status: 0 pass, 1 a bound or a check failed, 2 bad usage.
@@ -31,7 +31,7 @@
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { workgroupsFor, type Context, type ContextOptions, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type Stream } from 'webgpu-streams';
+import { workgroupsFor, type Context, type ContextOptions, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type RaceReport, type Stream } from 'webgpu-streams';
 import { createNodeContext } from 'webgpu-streams/node';
 import { firstMismatch, randomSeed, rng, vectorAddRef } from './reference';
 import { chooseVulkanDriver } from './vulkan';
@@ -96,7 +96,7 @@ const MIX_KINDS = Object.keys(MIX) as SoakOpKind[];
 const MIX_TOTAL = MIX_KINDS.reduce((s, k) => s + MIX[k], 0);
 
 /** Makes a context for one mode (the CLI: createNodeContext; the test: its fixture). */
-export type SoakContextFactory = (options: Pick<ContextOptions, 'trace' | 'label'>) => Promise<Context>;
+export type SoakContextFactory = (options: Pick<ContextOptions, 'trace' | 'label' | 'sanitize'>) => Promise<Context>;
 
 export interface SoakOptions {
   /** Ops per mode (every enqueue counts one, the checks' too). */
@@ -105,6 +105,8 @@ export interface SoakOptions {
   seed: number;
   /** Which modes to run, in order: trace off, trace on. */
   modes: readonly ('off' | 'on')[];
+  /** Run with the stream sanitizer on: any race it reports fails the run (the program orders every access). */
+  sanitize?: boolean;
   /** Ops between memory samples. @default 100000 */
   sampleEvery?: number;
   /** Ops of warm-up before the baseline sample. @default min(10000, ops / 10) */
@@ -219,7 +221,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const warmupOps = options.warmupOps ?? Math.min(10_000, Math.floor(options.ops / 10));
   const traceLimit = options.traceLimit ?? 100_000;
   const checkEvery = options.checkEvery ?? 1000;
-  log(`soak: seed ${options.seed}; ${options.ops} ops over ${options.streams} streams per mode; trace ${options.modes.join(', then ')}; warm-up ${warmupOps} ops; a sample every ${sampleEvery} ops; a check every ${checkEvery} ops`);
+  log(`soak: seed ${options.seed}; ${options.ops} ops over ${options.streams} streams per mode; trace ${options.modes.join(', then ')}${options.sanitize ? '; stream sanitizer on' : ''}; warm-up ${warmupOps} ops; a sample every ${sampleEvery} ops; a check every ${checkEvery} ops`);
   log(`soak: bounds: ${describeBounds()}`);
   const gc = findGc();
   if (!gc) log('soak: no forced GC (run node with --expose-gc): the figures include garbage, and held downloads are not checked');
@@ -247,8 +249,15 @@ interface ModeOptions extends SoakOptions {
 }
 
 async function runMode(o: ModeOptions): Promise<SoakModeResult> {
-  const tag = `soak [trace ${o.trace ? 'on' : 'off'}]`;
-  const ctx = await o.createContext({ trace: o.trace ? { limit: o.traceLimit } : false, label: `soak trace ${o.trace ? 'on' : 'off'}` });
+  const tag = `soak [trace ${o.trace ? 'on' : 'off'}${o.sanitize ? ', sanitizer on' : ''}]`;
+  // Waits on events not recorded yet are part of the mix (they order nothing, as in CUDA): counted, not failed.
+  let races = 0;
+  let unrecordedWaits = 0;
+  const raced = (r: RaceReport): void => {
+    if (r.kind !== 'race') unrecordedWaits++;
+    else if (races++ === 0) o.log(`${tag}: race reported: ${r.message}`);
+  };
+  const ctx = await o.createContext({ trace: o.trace ? { limit: o.traceLimit } : false, label: `soak trace ${o.trace ? 'on' : 'off'}`, ...(o.sanitize ? { sanitize: raced } : {}) });
   if (o.trace) o.log(`${tag}: trace limit ${o.traceLimit} records; warm-up ${o.warmupOps} ops, until the trace is full`);
   const info = ctx.adapterInfo;
   o.log(`${tag}: adapter ${[info.vendor, info.architecture, info.description].filter(Boolean).join(' / ') || 'unknown'}`);
@@ -575,6 +584,8 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   }
   if (worstHeld.held > SOAK_HELD_DOWNLOADS) violations.push(heldWords(worstHeld.held, worstHeld.ops));
   if (checks === 0 && failures.length === 0) failures.push('no correctness check ran (too few ops?)');
+  if (races > 0) failures.push(`the sanitizer reported ${races} race${races === 1 ? '' : 's'} in a program that orders every access`);
+  if (o.sanitize) o.log(`${tag}: sanitizer: ${races} races, ${unrecordedWaits} waits on events not recorded yet`);
   const opsPerSec = done / Math.max(1e-9, elapsed / 1000);
   const ok = violations.length === 0 && failures.length === 0;
   o.log(`${tag}: ${ok ? 'pass' : 'FAIL'}: ${done} ops in ${(elapsed / 1000).toFixed(1)} s (sampling excluded), ${Math.round(opsPerSec)} ops/s; ${checks} checks passed${violations.length ? `; past bounds: ${violations.join('; ')}` : ''}${failures.length ? `; ${failures[0]}` : ''}`);
@@ -590,11 +601,12 @@ export interface SoakCliOptions {
   modes: ('off' | 'on')[];
   sampleEvery: number;
   traceLimit: number;
+  sanitize: boolean;
   help: boolean;
 }
 
 export const SOAK_USAGE = [
-  'usage: npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--trace-limit N] [--every N]',
+  'usage: npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--trace-limit N] [--every N] [--sanitize]',
   '',
   '  --ops N          ops per mode (default 1000000)',
   '  --streams N      streams (default 8)',
@@ -602,6 +614,7 @@ export const SOAK_USAGE = [
   '  --trace MODE     off: without trace; only: with trace: true; both (default): off, then on',
   '  --trace-limit N  the trace\'s limit with trace on (default 100000); the warm-up fills it first',
   '  --every N        ops between memory samples (default 100000)',
+  '  --sanitize       with the stream sanitizer on: a race it reports fails the run',
 ].join('\n');
 
 /** Parses the flags; throws a TypeError naming the bad one. */
@@ -617,6 +630,7 @@ export function parseSoakArgs(argv: string[]): SoakCliOptions {
       trace: { type: 'string', default: 'both' },
       every: { type: 'string', default: '100000' },
       'trace-limit': { type: 'string', default: '100000' },
+      sanitize: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -635,6 +649,7 @@ export function parseSoakArgs(argv: string[]): SoakCliOptions {
     modes,
     sampleEvery: count('every', values.every, Number.MAX_SAFE_INTEGER),
     traceLimit: count('trace-limit', values['trace-limit'], Number.MAX_SAFE_INTEGER),
+    sanitize: values.sanitize ?? false,
     help: values.help ?? false,
   };
 }

@@ -19,6 +19,7 @@ describe('soak CLI flags (no GPU)', () => {
     expect(parseSoakArgs(['--ops', '5000', '--streams', '3', '--seed', '7', '--trace', 'only', '--every', '1000'])).toMatchObject({ ops: 5000, streams: 3, seed: 7, modes: ['on'], sampleEvery: 1000 });
     expect(parseSoakArgs([])).toMatchObject({ ops: 1_000_000, streams: 8, modes: ['off', 'on'], sampleEvery: 100_000 });
     expect(parseSoakArgs(['--trace', 'off']).modes).toEqual(['off']);
+    expect([parseSoakArgs([]).sanitize, parseSoakArgs(['--sanitize']).sanitize]).toEqual([false, true]);
     expect(() => parseSoakArgs(['--trace', 'sometimes'])).toThrow(/--trace/);
     expect(() => parseSoakArgs(['--ops', '0'])).toThrow(/--ops/);
     expect(() => parseSoakArgs(['--seed', '-1'])).toThrow(/--seed/);
@@ -45,6 +46,19 @@ describe('soak, 20,000 ops over 8 streams, trace off and on', () => {
       expect(missing, mode).toEqual([]);
       expect(m.ok, mode).toBe(true);
     }
+    expect(result.ok).toBe(true);
+  }, 120_000);
+});
+
+describe('soak with the stream sanitizer, 20,000 ops over 8 streams', () => {
+  it('reports no race in the program, which orders every access, and stays within its bounds', async () => {
+    const lines: string[] = [];
+    const result = await runSoak({ ops: 20_000, streams: 8, seed, modes: ['off'], sanitize: true, sampleEvery: 5_000, checkEvery: 500, createContext: (o) => gpuContext(o), log: (l) => lines.push(l) });
+    console.log(lines.join('\n'));
+    const m = result.modes[0]!;
+    expect(lines.some((l) => /sanitizer: 0 races/.test(l)), `seed ${seed}`).toBe(true);
+    expect(m.failures, `seed ${seed}`).toEqual([]);
+    expect(m.violations, `seed ${seed}`).toEqual([]);
     expect(result.ok).toBe(true);
   }, 120_000);
 });
