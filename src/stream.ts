@@ -165,19 +165,17 @@ export class Stream {
     const site = this.#site('upload');
     const t = textureArg(dst, 'dst', TextureUsage.COPY_DST, this.#host.device, site);
     if (t) {
-      if (src instanceof PinnedBuffer) this.#checkPinned(src, 'upload', site);
-      else if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
+      this.#checkHostSide(src, 'src', 'upload', site);
       return this.#texture(uploadTexture(src, t.texture, textureOptions(options, site), this.#host.staging, this.label, site), t.tracked, site, 1);
     }
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
     const tracked: DeviceBuffer[] = dst instanceof DeviceBuffer ? [dst] : NONE;
+    this.#checkHostSide(src, 'src', 'upload', site);
     if (src instanceof PinnedBuffer) {
-      this.#checkPinned(src, 'upload', site);
       const r = copyRange(options as CopyOptions | undefined, src.size, d.size, src.label, d.label, site);
       return this.#enqueue({ kind: 'upload', pinned: src, staging: null, ...r, dst: d.buffer }, NONE, tracked, site, src.label, d.label, tracked === NONE).id;
     }
-    if (!ArrayBuffer.isView(src)) throw new InvalidArgumentError(`Expected \`src\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(src)}`, site);
     checkAttached(src, 'src', site);
     const r = copyRange(options as CopyOptions | undefined, src.byteLength, d.size, 'src', d.label, site);
     const isolated = tracked === NONE;
@@ -203,19 +201,17 @@ export class Stream {
     const site = this.#site('download');
     const t = textureArg(src, 'src', TextureUsage.COPY_SRC, this.#host.device, site);
     if (t) {
-      if (dst instanceof PinnedBuffer) this.#checkPinned(dst, 'download', site);
-      else if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
+      this.#checkHostSide(dst, 'dst', 'download', site);
       return this.#texture(downloadTexture(t.texture, dst, textureOptions(options, site), site), t.tracked, site, 1);
     }
     const s = this.#unwrap(src, 'src', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);
     const tracked: DeviceBuffer[] = src instanceof DeviceBuffer ? [src] : NONE;
+    this.#checkHostSide(dst, 'dst', 'download', site);
     if (dst instanceof PinnedBuffer) {
-      this.#checkPinned(dst, 'download', site);
       const r = copyRange(options as CopyOptions | undefined, s.size, dst.size, s.label, dst.label, site);
       return this.#enqueue({ kind: 'download', src: s.buffer, pinned: dst, view: null, readback: null, ...r }, NONE, tracked, site, s.label, dst.label, tracked === NONE).id;
     }
-    if (!ArrayBuffer.isView(dst)) throw new InvalidArgumentError(`Expected \`dst\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(dst)}`, site);
     checkAttached(dst, 'dst', site);
     const r = copyRange(options as CopyOptions | undefined, s.size, dst.byteLength, s.label, 'dst', site);
     const view = new Uint8Array(dst.buffer, dst.byteOffset + r.dstOffset, r.size);
@@ -426,7 +422,12 @@ export class Stream {
     return this.#enqueue(p, NONE, tracked, site, from, to, tracked.length < resources).id;
   }
 
-  #checkPinned(p: PinnedBuffer, kind: 'upload' | 'download', site: ErrorSite): void {
+  /** `p` is a pinned buffer for `kind`s on this device, or an array view (pageable memory); else throws. */
+  #checkHostSide(p: unknown, name: 'src' | 'dst', kind: 'upload' | 'download', site: ErrorSite): void {
+    if (!(p instanceof PinnedBuffer)) {
+      if (!ArrayBuffer.isView(p)) throw new InvalidArgumentError(`Expected \`${name}\` to be a PinnedBuffer or an ArrayBufferView, got ${showValue(p)}`, site);
+      return;
+    }
     if (p.destroyRequested) throw new DestroyedError(`pinned buffer '${p.label}' was destroyed`, site);
     if (p.device !== this.#host.device) throw new InvalidArgumentError(`pinned buffer '${p.label}' was allocated on another GPUDevice; allocate it with this stream's context (ctx.allocHost())`, site);
     if (p.kind !== kind) {
