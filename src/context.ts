@@ -79,8 +79,8 @@ export interface ContextOptions {
    */
   uploadPieceBytes?: number;
   /**
-   * Free staging the pool keeps for reuse (pageable uploads and downloads), bytes; more is
-   * destroyed when it comes back. A
+   * Free staging the pool keeps for reuse (pageable uploads and downloads), bytes; past it, the
+   * free buffers used longest ago are destroyed (`ctx.emptyCache()` frees them all). A
    * transfer larger than this gets a new staging buffer on every call, and a new mapped buffer
    * costs far more than the copy (docs/PERFORMANCE.md, "Pageable uploads"). Raise it for repeated
    * transfers that large, or upload from a pinned buffer. @default 512 MiB
@@ -375,6 +375,13 @@ export class Context {
   flush(): void {
     this.#checkAlive('flush');
     this.#scheduler.flush();
+  }
+
+  /** Frees the staging kept for reuse (pageable pool, `uploadFrom` ring), and what is in use when it comes back (`torch.cuda.empty_cache`). */
+  emptyCache(): void {
+    this.#checkAlive('emptyCache');
+    this.#staging.trim();
+    this.#ring.trim();
   }
 
   /**

@@ -45,13 +45,18 @@ export interface StagingSlice {
  * larger one a size-bucketed buffer of its own. A block is unmapped when the first op using it is
  * encoded and goes back to the pool, re-mapped, once every op using it is done. Read-back buffers
  * are bucketed and kept unmapped, ready for a copy. A buffer returns to the pool only after the
- * GPU is done with it.
+ * GPU is done with it. Past `maxPooledBytes`, the free buffers used longest ago go first, so one
+ * large transfer long past does not leave every later size to be created and destroyed per call.
  */
 export class StagingPool {
   readonly #device: GPUDevice;
   readonly #stats: MemoryStats;
   readonly #uploads = new Map<number, GPUBuffer[]>();
   readonly #readbacks = new Map<number, GPUBuffer[]>();
+  /** Every free buffer, least recently returned first, with the list it sits in. */
+  readonly #free = new Map<GPUBuffer, GPUBuffer[]>();
+  /** Buffers handed out since the last trim: only these go back to the pool when returned. */
+  readonly #out = new Set<GPUBuffer>();
   #shared: StagingBlock | null = null;
   #pooledBytes = 0;
   #destroyed = false;
@@ -130,25 +135,31 @@ export class StagingPool {
   /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
   #acquireUpload(bytes: number, stream: string): GPUBuffer {
     const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : bucketSize(bytes);
-    const buf = this.#uploads.get(size)?.pop();
+    let buf = this.#uploads.get(size)?.pop();
     if (buf) {
+      this.#free.delete(buf);
       this.#pooledBytes -= size;
-      return buf;
+    } else {
+      this.#stats.staging += size;
+      buf = this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${stream})` });
     }
-    this.#stats.staging += size;
-    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${stream})` });
+    this.#out.add(buf);
+    return buf;
   }
 
   /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`; `forOp`'s name goes into a new buffer's label (made only then). */
   acquireReadback(bytes: number, forOp: { readonly name: string }): GPUBuffer {
     const size = bucketSize(bytes);
-    const buf = this.#readbacks.get(size)?.pop();
+    let buf = this.#readbacks.get(size)?.pop();
     if (buf) {
+      this.#free.delete(buf);
       this.#pooledBytes -= size;
-      return buf;
+    } else {
+      this.#stats.staging += size;
+      buf = this.#device.createBuffer({ size, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: `staging readback ${size} (${forOp.name})` });
     }
-    this.#stats.staging += size;
-    return this.#device.createBuffer({ size, usage: BufferUsage.MAP_READ | BufferUsage.COPY_DST, label: `staging readback ${size} (${forOp.name})` });
+    this.#out.add(buf);
+    return buf;
   }
 
   /** Gives a read-back buffer back once the host copied its data out (it is unmapped here). */
@@ -157,12 +168,14 @@ export class StagingPool {
     this.#keep(this.#readbacks, buf);
   }
 
-  /** Destroys every pooled buffer (in-flight ones are destroyed when they come back). */
+  /** Destroys every pooled buffer; those in use now are destroyed when they come back. */
   trim(): void {
-    for (const list of [...this.#uploads.values(), ...this.#readbacks.values()]) {
-      for (const b of list) this.#drop(b);
+    this.#out.clear();
+    for (const [b, list] of this.#free) {
       list.length = 0;
+      this.#drop(b);
     }
+    this.#free.clear();
     this.#pooledBytes = 0;
   }
 
@@ -177,14 +190,25 @@ export class StagingPool {
   }
 
   #keep(map: Map<number, GPUBuffer[]>, buf: GPUBuffer): void {
-    if (this.#destroyed || this.#pooledBytes + buf.size > this.maxPooledBytes) return this.#drop(buf);
-    let list = map.get(buf.size);
-    if (!list) map.set(buf.size, (list = []));
+    const size = buf.size;
+    if (!this.#out.delete(buf) || this.#destroyed || size > this.maxPooledBytes) return this.#drop(buf);
+    // Make room by dropping the free buffers returned longest ago (Map order is insertion order).
+    for (const [old, list] of this.#free) {
+      if (this.#pooledBytes + size <= this.maxPooledBytes) break;
+      list.splice(list.indexOf(old), 1);
+      this.#free.delete(old);
+      this.#pooledBytes -= old.size;
+      this.#drop(old);
+    }
+    let list = map.get(size);
+    if (!list) map.set(size, (list = []));
     list.push(buf);
-    this.#pooledBytes += buf.size;
+    this.#free.set(buf, list);
+    this.#pooledBytes += size;
   }
 
   #drop(buf: GPUBuffer): void {
+    this.#out.delete(buf);
     this.#stats.staging -= buf.size;
     buf.destroy();
   }

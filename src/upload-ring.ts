@@ -15,6 +15,8 @@ export class UploadRing implements StagingRing {
   /** Buffers taken and not given back, and the most there ever were. */
   #inUse = 0;
   #peakInUse = 0;
+  /** Buffers taken since the last trim: only these are kept when given back. */
+  readonly #taken = new Set<PinnedBuffer>();
 
   constructor(
     readonly host: PinnedHost,
@@ -26,18 +28,27 @@ export class UploadRing implements StagingRing {
 
   take(): PinnedBuffer {
     if (++this.#inUse > this.#peakInUse) this.#peakInUse = this.#inUse;
-    const p = this.#free.pop();
-    if (p) return p;
-    this.memory.staging += this.pieceBytes;
-    const ring = new PinnedBuffer(this.host, this.pieceBytes, 'upload', `${this.host.label} uploadFrom staging`);
-    ring.internal = true;
-    return ring;
+    let p = this.#free.pop();
+    if (!p) {
+      this.memory.staging += this.pieceBytes;
+      p = new PinnedBuffer(this.host, this.pieceBytes, 'upload', `${this.host.label} uploadFrom staging`);
+      p.internal = true;
+    }
+    this.#taken.add(p);
+    return p;
   }
 
   give(p: PinnedBuffer): void {
     this.#inUse--;
-    if (!this.#closed && this.#free.length < Math.max(24, this.#peakInUse)) this.#free.push(p);
+    if (this.#taken.delete(p) && !this.#closed && this.#free.length < Math.max(24, this.#peakInUse)) this.#free.push(p);
     else this.#drop(p);
+  }
+
+  /** Drops the free buffers now and those in use when they come back (`ctx.emptyCache()`). */
+  trim(): void {
+    this.#taken.clear();
+    this.#peakInUse = 0;
+    for (const p of this.#free.splice(0)) this.#drop(p);
   }
 
   /** The context is destroyed: free buffers go now, buffers in use when given back. */

@@ -5,7 +5,7 @@
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fixtures/gpu.js';
 import { gate } from './fixtures/gate.js';
 import type { Context, DeviceBuffer, Stream } from '../src/index.js';
@@ -90,5 +90,53 @@ describe('references to user memory end with the op', () => {
     await s.synchronize();
     await collect();
     expect(ref.deref()).toBeUndefined();
+  });
+});
+
+describe('staging kept for reuse', () => {
+  it('ctx.emptyCache() frees the pooled staging and the uploadFrom ring, leaves buffers in use, and later transfers still land', async () => {
+    const seed = randomSeed();
+    const MiB = 1 << 20;
+    const pctx = await gpuContext();
+    try {
+      const s = pctx.createStream();
+      const d = pctx.alloc(9 * MiB);
+      const round = async (k: number): Promise<void> => {
+        const a = rng(seed + k).u32Array(MiB / 4);
+        const w = new Uint8Array(rng(seed + 100 + k).u32Array((9 * MiB) / 4).buffer);
+        async function* source(): AsyncGenerator<Uint8Array> {
+          yield w; // 9 MiB: two 8 MiB pieces of the uploadFrom ring
+        }
+        s.uploadFrom(source(), d);
+        const got = new Uint8Array(9 * MiB);
+        s.download(d, got);
+        s.upload(a, d); // pageable: 1 MiB of pooled staging once done
+        const back = new Uint32Array(a.length);
+        s.download(d, back, { size: MiB });
+        await s.synchronize();
+        expect(firstMismatch(got, w), `round ${k}, seed ${seed}`).toBeNull();
+        expect(firstMismatch(back, a), `round ${k}, seed ${seed}`).toBeNull();
+      };
+      await round(0);
+      expect(pctx.memory.staging).toBeGreaterThanOrEqual(16 * MiB + MiB);
+      pctx.emptyCache();
+      // The last upload's staging was still being mapped back: it goes when it comes back.
+      await vi.waitFor(() => expect(pctx.memory.staging).toBe(0));
+      await round(1); // the pool and the ring make new buffers
+      expect(pctx.memory.staging).toBeGreaterThanOrEqual(16 * MiB + MiB);
+      // In use at the call: the upload's staging stays until its copy is done, then is kept.
+      const a = rng(seed + 2).u32Array(MiB / 4);
+      s.upload(a, d);
+      pctx.emptyCache();
+      const back = new Uint32Array(a.length);
+      s.download(d, back, { size: MiB });
+      await s.synchronize();
+      expect(firstMismatch(back, a), `seed ${seed}`).toBeNull();
+      await vi.waitFor(() => expect(pctx.memory.staging).toBe(MiB)); // the download's 1 MiB, returned after the call
+      expect(pctx.errors).toEqual([]);
+    } finally {
+      pctx.destroy();
+    }
+    expect(() => pctx.emptyCache()).toThrow(expect.objectContaining({ name: 'DestroyedError', message: expect.stringMatching(/emptyCache/) }));
   });
 });

@@ -196,6 +196,44 @@ describe('staging pool', () => {
     await expect(gpuContext({ stagingPoolBytes: -1 })).rejects.toThrow(/`stagingPoolBytes`/);
   });
 
+  it('a full pool makes room by dropping the free buffer used longest ago, not the one just returned', async () => {
+    // The old pool kept a stale 192 KiB buffer and dropped every newer one: each later transfer of
+    // another size created (and zeroed) a staging buffer again.
+    const seed = randomSeed();
+    const KiB = 1024;
+    const pctx = await gpuContext({ stagingPoolBytes: 256 * KiB });
+    try {
+      const created: number[] = [];
+      const device = pctx.device;
+      const create = device.createBuffer.bind(device);
+      device.createBuffer = (d: GPUBufferDescriptor) => (created.push(d.size), create(d));
+      const s = pctx.createStream();
+      const big = rng(seed).u32Array((192 * KiB) / 4);
+      const small = rng(seed + 1).u32Array((128 * KiB) / 4);
+      const dBig = pctx.alloc(big.byteLength);
+      const dSmall = pctx.alloc(small.byteLength);
+      pctx.queue.writeBuffer(dBig.buffer, 0, big as Uint32Array<ArrayBuffer>);
+      pctx.queue.writeBuffer(dSmall.buffer, 0, small as Uint32Array<ArrayBuffer>);
+      const outBig = new Uint32Array(big.length);
+      s.download(dBig, outBig);
+      await s.synchronize();
+      expect(pctx.memory.staging).toBe(192 * KiB);
+      for (let round = 0; round < 3; round++) {
+        created.length = 0;
+        const out = new Uint32Array(small.length);
+        s.download(dSmall, out);
+        await s.synchronize();
+        expect(firstMismatch(out, small), `round ${round}, seed ${seed}`).toBeNull();
+        expect(created, `round ${round}: staging buffers created`).toEqual(round === 0 ? [128 * KiB] : []);
+        expect(pctx.memory.staging, `round ${round}`).toBe(128 * KiB);
+      }
+      expect(firstMismatch(outBig, big), `seed ${seed}`).toBeNull();
+      expect(pctx.errors).toEqual([]);
+    } finally {
+      pctx.destroy();
+    }
+  });
+
   it('100,000 uploads of 16 B hold a few MiB of staging, not one 4 KiB buffer each; every byte lands', async () => {
     const seed = randomSeed();
     const words = 100_000 * 4;
