@@ -271,8 +271,10 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   let checks = 0;
   let done = 0;
   let sampleMs = 0;
-  // Weak references to the memory of the latest fresh download arrays: after a GC, what lives is held by the runtime.
-  const watched: (WeakRef<ArrayBufferLike> | undefined)[] = new Array(WATCHED_DOWNLOADS);
+  // The memory of the latest fresh download arrays, watched without being kept (a WeakRef would keep
+  // its target to the end of the job that made or read it): after a GC, what lives is held by the runtime.
+  const watched = new Set<number>();
+  const collected = new FinalizationRegistry<number>((id) => watched.delete(id));
   let created = 0;
   const fail = (what: string): void => {
     if (failures.length === 0) o.log(`${tag}: FAIL at op ${done}: ${what} (seed ${o.seed})`);
@@ -314,7 +316,10 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   const buffersOf = (l: Lane): DeviceBuffer[] => [l.big[0], l.big[1], l.vecA, l.vecB, l.vecOut];
   const freshDownload = (size: number): ArrayBufferView => {
     const dst = r.next() < 0.5 ? new Uint8Array(size) : new Float32Array(size / 4);
-    watched[created++ % WATCHED_DOWNLOADS] = new WeakRef(dst.buffer); // the memory: a view of it holds it too
+    const id = created++;
+    watched.add(id);
+    watched.delete(id - WATCHED_DOWNLOADS);
+    collected.register(dst.buffer, id); // the memory: a view of it holds it too
     return dst;
   };
 
@@ -477,14 +482,20 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   const sample = async (): Promise<SoakSample> => {
     await ctx.synchronize();
     if (o.gc) {
-      await nextTask(); // weak references made in this task keep their targets until it ends
+      await nextTask();
       o.gc();
       await nextTask();
       o.gc();
     }
     const m = process.memoryUsage();
-    let held = 0;
-    for (const w of watched) if (w?.deref()) held++;
+    // The registry's callbacks run in a task of their own after a GC. An array still there gets
+    // more GCs over some 100 ms of idle: one in about 20 soaks outlived its op by a moment (gone by
+    // the next GC); an array the runtime keeps stays, and fails the run.
+    for (let i = 0; o.gc && watched.size > 0 && i < 100; i++) {
+      await new Promise((r) => setTimeout(r, 1));
+      if (i % 10 === 9) o.gc();
+    }
+    const held = watched.size;
     return { ops: done, rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, device: ctx.memory.current, staging: ctx.memory.staging, heldDownloads: held };
   };
 
