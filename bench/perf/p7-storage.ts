@@ -240,13 +240,13 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       compute.launch(ctx.kernels.vectorAdd, { bindings: [act[0]!, slot, act[1]!], workgroups: gAdd });
       compute.launch(k.computeIntensive, { bindings: [act[1]!, act[0]!], workgroups: gCi, constants: { iterations } });
     };
+    const computeOnce = async (iterations: number): Promise<void> => {
+      for (let i = 0; i < L; i++) layerOps(slots[i % 2]!, iterations);
+      await compute.synchronize();
+    };
     const computeMs = async (iterations: number): Promise<number> => {
-      const once = async (): Promise<void> => {
-        for (let i = 0; i < L; i++) layerOps(slots[i % 2]!, iterations);
-        await compute.synchronize();
-      };
-      await once();
-      return best(2, once);
+      await computeOnce(iterations);
+      return best(2, () => computeOnce(iterations));
     };
 
     // --- streaming: the two-slot pipeline from the file
@@ -284,16 +284,18 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       // the low end, where the layer's memory-bound part weighs most: balanceIterations searches).
       const fit = await balanceIterations(computeMs, r * loadsMs, { probeIterations: Math.min(p.maxIterations, 256), maxIterations: p.maxIterations, tolerance: 0.1 });
       const at = { iterations: fit.iterations, ms: fit.gpuMs };
-      const { iterations, ms: cMs } = at;
+      const { iterations } = at;
+      let cMs = at.ms;
       // Warm (pipelines for these constants), and the memory sampled every millisecond: apart from
       // the timed runs, which the sampling would slow (process.memoryUsage reads /proc).
       await stream(iterations, true);
-      // Loads alone and streaming in turn, best of two each: the host's read rate drifts from
-      // minute to minute, and streaming is judged against the loads of the same moment.
+      // Loads alone, compute alone and streaming in turn, best of each: the host's read rate and
+      // the GPU's clock drift, and streaming is judged against its parts at the same moment.
       let ms = Infinity;
       let lMs = Infinity;
       for (let i = 0; i < 2; i++) {
         lMs = Math.min(lMs, await best(1, loadsOnce));
+        cMs = Math.min(cMs, await best(1, () => computeOnce(iterations)));
         ms = Math.min(ms, await best(1, () => stream(iterations, false).then(() => undefined)));
       }
       const bound = Math.max(lMs, cMs);
