@@ -79,8 +79,8 @@ export interface ContextOptions {
    */
   uploadPieceBytes?: number;
   /**
-   * Free staging the pool keeps for reuse (pageable uploads and downloads), bytes; past it, the
-   * free buffers used longest ago are destroyed (`ctx.emptyCache()` frees them all). A
+   * Free staging kept for reuse by pageable uploads and downloads, bytes, and by `uploadFrom` beyond
+   * 24 pieces; past it, the free buffers used longest ago go (`ctx.emptyCache()`: all of them). A
    * transfer larger than this gets a new staging buffer on every call, and a new mapped buffer
    * costs far more than the copy (docs/PERFORMANCE.md, "Pageable uploads"). Raise it for repeated
    * transfers that large, or upload from a pinned buffer. @default 512 MiB
@@ -237,7 +237,7 @@ export class Context {
         if (err) throw err;
       },
     };
-    this.#ring = new UploadRing(this.#pinnedHost, this.memory, this.limits.maxBufferSize);
+    this.#ring = new UploadRing(this.#pinnedHost, this.memory, this.limits.maxBufferSize, this.#staging.maxPooledBytes);
     this.#host = {
       scheduler,
       staging: this.#staging,

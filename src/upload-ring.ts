@@ -2,7 +2,8 @@
  * `uploadFrom`'s staging ring: pinned upload buffers of 8 MiB (less where the device's buffers are
  * smaller), counted in `memory.staging`. Free ones are kept for the next transfer: at least 24 (three
  * rings of 8 per stream: one copying, one read ahead, one reading), and as many as were ever in use
- * at once, so a workload that repeats never creates (maps and zeroes) buffers again.
+ * at once up to `stagingPoolBytes`, so a workload that repeats never creates (maps and zeroes)
+ * buffers again, and a burst of transfers long past does not keep its pinned memory.
  */
 import type { MemoryStats } from './memory.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
@@ -17,13 +18,17 @@ export class UploadRing implements StagingRing {
   #peakInUse = 0;
   /** Buffers taken since the last trim: only these are kept when given back. */
   readonly #taken = new Set<PinnedBuffer>();
+  /** Free buffers kept beyond the 24, at most (`stagingPoolBytes` / piece). */
+  readonly #maxFree: number;
 
   constructor(
     readonly host: PinnedHost,
     readonly memory: MemoryStats,
     maxBufferSize: number,
+    maxFreeBytes: number,
   ) {
     this.pieceBytes = Math.min(8 << 20, maxBufferSize - (maxBufferSize % 4));
+    this.#maxFree = Math.floor(maxFreeBytes / this.pieceBytes);
   }
 
   take(): PinnedBuffer {
@@ -40,7 +45,7 @@ export class UploadRing implements StagingRing {
 
   give(p: PinnedBuffer): void {
     this.#inUse--;
-    if (this.#taken.delete(p) && !this.#closed && this.#free.length < Math.max(24, this.#peakInUse)) this.#free.push(p);
+    if (this.#taken.delete(p) && !this.#closed && this.#free.length < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) this.#free.push(p);
     else this.#drop(p);
   }
 
