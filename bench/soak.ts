@@ -489,8 +489,8 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
     }
     const m = process.memoryUsage();
     // The registry's callbacks run in a task of their own after a GC. An array still there gets
-    // more GCs over some 100 ms of idle: one in about 20 soaks outlived its op by a moment (gone by
-    // the next GC); an array the runtime keeps stays, and fails the run.
+    // more GCs over some 100 ms of idle: one can outlive its op by a moment (gone by the next GC);
+    // an array the runtime keeps stays, and fails the run.
     for (let i = 0; o.gc && watched.size > 0 && i < 100; i++) {
       await new Promise((r) => setTimeout(r, 1));
       if (i % 10 === 9) o.gc();
