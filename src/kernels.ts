@@ -48,6 +48,8 @@ export class Kernel {
   readonly #module: GPUShaderModule;
   readonly #pipelineLayout: GPUPipelineLayout;
   readonly #pipelines = new Map<string, PipelineEntry>();
+  /** The last one-constant launch's constant and pipeline. */
+  #last: { name: string; value: number; entry: PipelineEntry } | null = null;
   readonly #bindGroups = new Map<unknown, unknown>();
   /** Where each group starts in the positional bindings, and one past the last. */
   readonly #groupStarts: number[] = [];
@@ -138,6 +140,14 @@ export class Kernel {
 
   /** The pipeline for a set of override constants, created on first use inside an error scope. */
   pipeline(constants: Record<string, number> | undefined): PipelineEntry {
+    // A launch with one constant at the value of the last such launch (a loop) skips the key string.
+    const last = this.#last;
+    if (last && constants) {
+      let n = 0;
+      let same = true;
+      for (const k in constants) if (++n > 1 || k !== last.name || constants[k] !== last.value) same = false;
+      if (same && n === 1) return last.entry;
+    }
     const key = constantsKey(constants);
     let entry = this.#pipelines.get(key);
     if (!entry) {
@@ -162,6 +172,10 @@ export class Kernel {
       );
       entry = created;
       this.#pipelines.set(key, entry);
+    }
+    if (constants) {
+      const names = Object.keys(constants);
+      this.#last = names.length === 1 ? { name: names[0]!, value: constants[names[0]!]!, entry } : null;
     }
     return entry;
   }

@@ -13,6 +13,43 @@ type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
 useGpuContext((c) => (ctx = c));
 
+describe('override constants', () => {
+  it('each launch runs with its own values: changed, changed back, a second constant, one object mutated between launches', async () => {
+    const seed = randomSeed();
+    const n = 256;
+    const k = ctx.kernel(
+      `override k: u32 = 1u; override c: u32 = 0u;
+       @group(0) @binding(0) var<storage, read> a: array<u32>;
+       @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+       @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3u) { out[id.x] = a[id.x] * k + c; }`,
+      { label: 'affine' },
+    );
+    const s = ctx.createStream({ label: 'constants' });
+    const input = rng(seed).u32Array(n).map((x) => x % 1000);
+    const a = ctx.alloc(n * 4);
+    s.upload(input, a);
+    const obj = { k: 4 };
+    const runs: [() => Record<string, number>, number, number][] = [
+      [() => ({ k: 2 }), 2, 0],
+      [() => ({ k: 3 }), 3, 0],
+      [() => ({ k: 2, c: 7 }), 2, 7],
+      [() => ({ k: 2 }), 2, 0],
+      [() => obj, 4, 0],
+      [() => ((obj.k = 6), obj), 6, 0], // the same object, changed since its last launch
+    ];
+    const outs = runs.map(([constants], i) => {
+      const out = ctx.alloc(n * 4, { label: `out ${i}` });
+      s.launch(k, { bindings: [a, out], workgroups: n / 64, constants: constants() });
+      const got = new Uint32Array(n);
+      s.download(out, got);
+      return got;
+    });
+    await s.synchronize();
+    runs.forEach(([, kk, c], i) => expect(firstMismatch(outs[i]!, input.map((x) => x * kk + c)), `launch ${i}, seed ${seed}`).toBeNull());
+    expect(ctx.errors).toEqual([]);
+  });
+});
+
 describe('launch checks', () => {
   it('wrong binding count names the kernel and its bindings', () => {
     const s = ctx.createStream({ label: 'k' });
