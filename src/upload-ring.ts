@@ -13,11 +13,9 @@ export class UploadRing implements StagingRing {
   readonly pieceBytes: number;
   readonly #free: PinnedBuffer[] = [];
   #closed = false;
-  /** Buffers taken and not given back, and the most there ever were. */
-  #inUse = 0;
-  #peakInUse = 0;
-  /** Buffers taken since the last trim: only these are kept when given back. */
+  /** Buffers taken since the last trim and not given back (only these are kept when they are), and the most there were. */
   readonly #taken = new Set<PinnedBuffer>();
+  #peakInUse = 0;
   /** Free buffers kept beyond the 24, at most (`stagingPoolBytes` / piece). */
   readonly #maxFree: number;
 
@@ -32,7 +30,6 @@ export class UploadRing implements StagingRing {
   }
 
   take(): PinnedBuffer {
-    if (++this.#inUse > this.#peakInUse) this.#peakInUse = this.#inUse;
     let p = this.#free.pop();
     if (!p) {
       this.memory.staging += this.pieceBytes;
@@ -40,11 +37,11 @@ export class UploadRing implements StagingRing {
       p.internal = true;
     }
     this.#taken.add(p);
+    if (this.#taken.size > this.#peakInUse) this.#peakInUse = this.#taken.size;
     return p;
   }
 
   give(p: PinnedBuffer): void {
-    this.#inUse--;
     if (this.#taken.delete(p) && !this.#closed && this.#free.length < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) this.#free.push(p);
     else this.#drop(p);
   }

@@ -283,9 +283,8 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       // Iterations for compute alone = r x the loads (compute is far from linear in iterations at
       // the low end, where the layer's memory-bound part weighs most: balanceIterations searches).
       const fit = await balanceIterations(computeMs, r * loadsMs, { probeIterations: Math.min(p.maxIterations, 256), maxIterations: p.maxIterations, tolerance: 0.1 });
-      const at = { iterations: fit.iterations, ms: fit.gpuMs };
-      const { iterations } = at;
-      let cMs = at.ms;
+      const iterations = fit.iterations;
+      let cMs = fit.gpuMs;
       // Warm (pipelines for these constants), and the memory sampled every millisecond: apart from
       // the timed runs, which the sampling would slow (process.memoryUsage reads /proc).
       await stream(iterations, true);
