@@ -12,6 +12,13 @@ import { DestroyedError, PinnedBufferBusyError, type StreamError } from './error
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import { joinHost } from './clock.js';
 
+/**
+ * Each view handed out keeps its pinned buffer (and so its GPUBuffer) alive: Dawn's Node binding
+ * frees a collected buffer's memory under a mapped range still in use (a crash on the next access).
+ * Keyed by the views, not the range: the binding holds each mapped range itself while mapped.
+ */
+const viewOwners = new WeakMap<ArrayBufferView, PinnedBuffer>();
+
 /** The mapped range and the views made of it so far (each made on first use). */
 interface Views {
   range: ArrayBuffer;
@@ -118,19 +125,19 @@ export class PinnedBuffer {
   /** The whole buffer as bytes. Valid only while the host owns the buffer: re-read after `ready()`. */
   get bytes(): Uint8Array {
     const v = this.#viewsOrThrow();
-    return (v.bytes ??= new Uint8Array(v.range));
+    return (v.bytes ??= this.#own(new Uint8Array(v.range)));
   }
 
   /** The whole buffer as 32-bit floats (size / 4 elements). */
   get f32(): Float32Array {
     const v = this.#viewsOrThrow();
-    return (v.f32 ??= new Float32Array(v.range, 0, this.size >>> 2));
+    return (v.f32 ??= this.#own(new Float32Array(v.range, 0, this.size >>> 2)));
   }
 
   /** The whole buffer as 32-bit unsigned integers. */
   get u32(): Uint32Array {
     const v = this.#viewsOrThrow();
-    return (v.u32 ??= new Uint32Array(v.range, 0, this.size >>> 2));
+    return (v.u32 ??= this.#own(new Uint32Array(v.range, 0, this.size >>> 2)));
   }
 
   /**
@@ -300,6 +307,11 @@ export class PinnedBuffer {
     this.#freed = true;
     this.#views = null;
     this.buffer.destroy();
+  }
+
+  #own<T extends ArrayBufferView>(view: T): T {
+    viewOwners.set(view, this);
+    return view;
   }
 
   #viewsOrThrow(): Views {

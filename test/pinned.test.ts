@@ -10,7 +10,21 @@
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fixtures/gpu.js';
 import { delay, gate } from './fixtures/gate.js';
-import type { Context } from '../src/index.js';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { Context, PinnedBuffer } from '../src/index.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Full GCs with GPU work between them (Dawn frees a collected buffer's memory at a later tick). */
+async function collect(tick: () => Promise<void>): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await new Promise((r) => setImmediate(r));
+    gc();
+    await tick();
+  }
+}
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -321,6 +335,39 @@ describe('pinned buffers', () => {
     expect(firstMismatch(down.f32, b), `seed ${seed}`).toBeNull();
     down.destroy();
     expect(() => down.unmap()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+  });
+
+  it('a view keeps its pinned buffer alive: dropped buffers are not freed under a view in use, and are collected with their last view', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const want = r.u32Array(64 << 10);
+    // Only the views are kept: without a link from the mapped range to its buffer, Dawn frees the
+    // collected buffer's memory at its next tick and the next access through the view crashes.
+    const made = (kind: 'upload' | 'download'): [WeakRef<PinnedBuffer>, Uint32Array] => {
+      const p = ctx.allocHost(want.byteLength, kind, { label: `gc-${kind}` });
+      return [new WeakRef(p), p.u32];
+    };
+    const [upRef, upView] = made('upload');
+    const [downRef, downView] = made('download');
+    const s = ctx.createStream({ label: 'gc-tick' });
+    const d = ctx.alloc(want.byteLength);
+    await collect(() => { s.upload(new Uint32Array(4), d); return s.synchronize(); });
+    expect(upRef.deref(), 'the upload buffer, held by its view').toBeDefined();
+    expect(downRef.deref(), 'the download buffer, held by its view').toBeDefined();
+    upView.set(want);
+    downView.set(want);
+    expect(firstMismatch(downView, want), `seed ${seed}`).toBeNull();
+    // The memory is still the buffer's mapping: what the view holds is what the GPU gets.
+    const up = upRef.deref()!;
+    const out = new Uint32Array(want.length);
+    s.upload(up, d);
+    s.download(d, out);
+    await s.synchronize();
+    expect(firstMismatch(out, want), `seed ${seed}`).toBeNull();
+    // With the views gone too, nothing keeps them: no leak.
+    const lostRef = ((): WeakRef<PinnedBuffer> => made('upload')[0])();
+    await collect(() => s.synchronize());
+    expect(lostRef.deref(), 'a buffer whose views are gone').toBeUndefined();
   });
 
   it('a pinned buffer of the wrong kind is refused', () => {
