@@ -409,7 +409,8 @@ export class Context {
    * `DestroyedError` (await `synchronize()` first to let it finish), every wait rejects with it,
    * the staging pool is freed and, when the context created the device, the device is destroyed,
    * once the GPU finished what was submitted (Dawn's `device.destroy()` blocks the thread until
-   * then: a kernel that never ends would hold it forever).
+   * then: a kernel that never ends would hold it forever) and no `uploadFrom` read is still writing
+   * into its staging.
    */
   destroy(): void {
     if (this.#destroyed) return;
@@ -417,20 +418,17 @@ export class Context {
     const busy = this.#scheduler.submitsInFlight > 0;
     this.#scheduler.close(new DestroyedError('destroyed by ctx.destroy() before this work completed', { context: this.label }));
     this.#staging.destroy();
-    this.#ring.close();
+    const reading = this.#ring.close();
     this.#scheduler.destroy();
     if (this.#owned) {
       const device = this.device;
       const keepAlive = this.#keepAlive;
-      if (!busy) device.destroy();
+      if (!busy && !reading) device.destroy();
       else
-        void device.queue.onSubmittedWorkDone().then(
-          () => {
-            device.destroy();
-            void keepAlive; // the native instance (Dawn) must outlive its device
-          },
-          () => device.destroy(),
-        );
+        void Promise.allSettled([busy && device.queue.onSubmittedWorkDone(), reading]).then(() => {
+          device.destroy();
+          void keepAlive; // the native instance (Dawn) must outlive its device
+        });
     }
   }
 

@@ -82,6 +82,11 @@ export class Reader {
       const parts: Promise<void>[] = [];
       for (let a = 0; a < n; a += part) {
         while (this.#inFlight >= parallel) await new Promise<void>((r) => (this.#readEnded = r));
+        // The op ended meanwhile (failed, or its context destroyed): no read starts into its staging.
+        if (t.stopped || t.failed) {
+          parts.push(Promise.reject(new Error('transfer stopped')));
+          break;
+        }
         this.#inFlight++;
         const read = readFully(t, src, view.subarray(a, Math.min(n, a + part)), t.offset + k * piece + a).finally(this.#ended);
         read.catch(() => undefined); // awaited through the piece, which may be made after it failed

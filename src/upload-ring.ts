@@ -16,6 +16,9 @@ export class UploadRing implements StagingRing {
   /** Buffers taken since the last trim and not given back (only these are kept when they are), and the most there were. */
   readonly #taken = new Set<PinnedBuffer>();
   #peakInUse = 0;
+  /** Buffers taken and not given back (reads may be writing into them), and who waits for none. */
+  #out = 0;
+  #drained: (() => void) | null = null;
   /** Free buffers kept beyond the 24, at most (`stagingPoolBytes` / piece). */
   readonly #maxFree: number;
 
@@ -36,6 +39,7 @@ export class UploadRing implements StagingRing {
       p = new PinnedBuffer(this.host, this.pieceBytes, 'upload', `${this.host.label} uploadFrom staging`);
       p.internal = true;
     }
+    this.#out++;
     this.#taken.add(p);
     if (this.#taken.size > this.#peakInUse) this.#peakInUse = this.#taken.size;
     return p;
@@ -44,6 +48,7 @@ export class UploadRing implements StagingRing {
   give(p: PinnedBuffer): void {
     if (this.#taken.delete(p) && !this.#closed && this.#free.length < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) this.#free.push(p);
     else this.#drop(p);
+    if (--this.#out === 0) this.#drained?.();
   }
 
   /** Drops the free buffers now and those in use when they come back (`ctx.emptyCache()`). */
@@ -53,10 +58,15 @@ export class UploadRing implements StagingRing {
     for (const p of this.#free.splice(0)) this.#drop(p);
   }
 
-  /** The context is destroyed: free buffers go now, buffers in use when given back. */
-  close(): void {
+  /**
+   * The context is destroyed: free buffers go now, buffers in use when given back. Returns, when
+   * some are in use, a promise of their return: until then a read (a thread-pool read from a file)
+   * may still write into one, so its device must not be destroyed yet.
+   */
+  close(): Promise<void> | null {
     this.#closed = true;
     for (const p of this.#free.splice(0)) this.#drop(p);
+    return this.#out === 0 ? null : new Promise<void>((r) => (this.#drained = r));
   }
 
   #drop(p: PinnedBuffer): void {

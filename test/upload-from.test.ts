@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { benchKernels } from '../bench/kernels/index';
 import { openFile } from '../src/node.js';
@@ -390,6 +390,34 @@ describe(`uploadFrom (seed ${seed})`, () => {
     } finally {
       await file.close();
     }
+  });
+
+  it('a destroyed context destroys its device only once no read writes into its staging (a native read would write into freed memory)', async () => {
+    const own = await gpuContext();
+    const data = bytesOf(2 * (8 << 20));
+    let inFlight = 0;
+    const ends: (() => void)[] = [];
+    // Reads that end when the test says so, as a thread-pool read ends when the kernel is done.
+    const src = { size: data.length, parallel: 4, read: (into: Uint8Array, at: number): Promise<number> => {
+      inFlight++;
+      return new Promise<number>((resolve) => ends.push(() => { inFlight--; into.set(data.subarray(at, at + into.byteLength)); resolve(into.byteLength); }));
+    } };
+    const device = own.device;
+    const destroyedWith: number[] = [];
+    const destroy = device.destroy.bind(device);
+    device.destroy = () => { destroyedWith.push(inFlight); destroy(); };
+    const s = own.createStream({ label: 'reading' });
+    s.uploadFrom(src, own.alloc(data.length, { label: 'dst' }));
+    for (let i = 0; i < 100 && inFlight < 4; i++) await new Promise((r) => setTimeout(r, 1));
+    expect(inFlight, 'reads in flight').toBe(4);
+    own.destroy();
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'DestroyedError' });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(destroyedWith, 'device.destroy() while reads were in flight').toEqual([]);
+    for (const end of ends.splice(0)) end();
+    await vi.waitFor(() => expect(destroyedWith, 'the device is destroyed once the reads ended').toEqual([0]), { timeout: 2000 });
+    expect(ends, 'no read started after the destroy').toEqual([]);
+    expect(own.memory.staging, 'staging freed').toBe(0);
   });
 
   it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
