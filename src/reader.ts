@@ -18,6 +18,7 @@ const partBytes = (n: number, parallel: number): number => Math.max(2 << 20, Mat
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
+
 export class Reader {
   /** Transfers to read, in call order. */
   #queue: Transfer[] = [];
@@ -49,8 +50,8 @@ export class Reader {
         await this.#read(t, t.source as RandomAccessSource);
       } catch (e) {
         // A mapped range detached under it (the context destroyed mid-read): the op fails on it, not waits.
-        this.#add(t, { k: t.pieces.length, buf: null, n: 0, done: Promise.reject(e), read: false });
-        void Promise.allSettled(t.pieces.map((x) => x.done)).then(t.finishReader);
+        this.#add(t, { k: t.pieces.length, buf: null, n: 0, done: Promise.reject(e), idle: RESOLVED, read: false });
+        void Promise.all(t.pieces.map((x) => x.idle)).then(t.finishReader);
       }
       this.#queue.shift();
     }
@@ -66,7 +67,7 @@ export class Reader {
     const window = Math.max(1, Math.min(MAX_READING, Math.ceil((parallel * part) / piece) + 1));
     const total = pieceCount(t);
     for (let k = 0; k < total && !t.stopped && !t.failed; k++) {
-      while (this.#reading.length >= window) await this.#reading[0]!.done.catch(() => undefined);
+      while (this.#reading.length >= window) await this.#reading[0]!.idle;
       let buf: PinnedBuffer;
       let view: Uint8Array;
       try {
@@ -74,7 +75,7 @@ export class Reader {
         view = buf.bytes;
       } catch (e) {
         // No staging (the context was destroyed or lost): the op fails on this piece, in order.
-        this.#add(t, { k, buf: null, n: 0, done: Promise.reject(e), read: false });
+        this.#add(t, { k, buf: null, n: 0, done: Promise.reject(e), idle: RESOLVED, read: false });
         break;
       }
       if (t.stopped || t.failed) break;
@@ -92,9 +93,10 @@ export class Reader {
         read.catch(() => undefined); // awaited through the piece, which may be made after it failed
         parts.push(read);
       }
-      this.#add(t, { k, buf, n, done: Promise.all(parts).then(() => buf.unmap()), read: false });
+      // The op learns of a failed read at once; the buffer goes back only once no read writes into it.
+      this.#add(t, { k, buf, n, done: Promise.all(parts).then(() => buf.unmap()), idle: Promise.allSettled(parts), read: false });
     }
-    void Promise.allSettled(t.pieces.map((x) => x.done)).then(t.finishReader);
+    void Promise.all(t.pieces.map((x) => x.idle)).then(t.finishReader);
   }
 
   /** Piece `x` of `t` is being read: the op may take it (in order); the window counts it until it settles. */
@@ -103,7 +105,7 @@ export class Reader {
       () => (x.read = true),
       () => (t.failed = true),
     );
-    x.done.finally(() => this.#reading.splice(this.#reading.indexOf(x), 1)).catch(() => undefined);
+    void x.idle.then(() => this.#reading.splice(this.#reading.indexOf(x), 1));
     this.#reading.push(x);
     t.pieces[x.k] = x;
     const wake = t.onPiece;

@@ -119,8 +119,10 @@ export interface Piece {
   /** null for a piece that failed before it had staging (`done` rejects). */
   buf: PinnedBuffer | null;
   n: number;
-  /** Read and unmapped; rejects with the read's UploadSourceError. */
+  /** Read and unmapped; rejects with the read's UploadSourceError as soon as one fails. */
   done: Promise<void>;
+  /** Every read of the piece settled: none writes into `buf` any more. */
+  idle: Promise<unknown>;
   /** `done` resolved: its copy can be enqueued without waiting. */
   read: boolean;
 }

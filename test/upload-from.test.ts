@@ -420,6 +420,40 @@ describe(`uploadFrom (seed ${seed})`, () => {
     expect(own.memory.staging, 'staging freed').toBe(0);
   });
 
+  it('a piece whose read failed gives its staging back only once its other reads ended (they may still be writing into it)', async () => {
+    const own = await gpuContext();
+    const data = bytesOf(8 << 20);
+    let inFlight = 0;
+    const ends: (() => void)[] = [];
+    let first = true;
+    // The first read fails at once; the other three of the piece stay in flight until the test ends them.
+    const src = { size: data.length, parallel: 4, read: (into: Uint8Array, at: number): Promise<number> => {
+      if (first) {
+        first = false;
+        return Promise.reject(new Error('disk gone'));
+      }
+      inFlight++;
+      return new Promise<number>((resolve) => ends.push(() => { inFlight--; into.set(data.subarray(at, at + into.byteLength)); resolve(into.byteLength); }));
+    } };
+    const device = own.device;
+    const destroyedWith: number[] = [];
+    const destroy = device.destroy.bind(device);
+    device.destroy = () => { destroyedWith.push(inFlight); destroy(); };
+    const s = own.createStream({ label: 'failing' });
+    s.uploadFrom(src, own.alloc(data.length, { label: 'dst' }));
+    for (let i = 0; i < 100 && inFlight < 3; i++) await new Promise((r) => setTimeout(r, 1));
+    expect(inFlight, 'reads in flight beside the failed one').toBe(3);
+    // The op fails at once on the failed read, while the others are still in flight.
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', cause: expect.objectContaining({ message: 'disk gone' }) });
+    expect(inFlight).toBe(3);
+    own.destroy();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(destroyedWith, 'device.destroy() while reads were in flight').toEqual([]);
+    for (const end of ends.splice(0)) end();
+    await vi.waitFor(() => expect(destroyedWith, 'the device is destroyed once the reads ended').toEqual([0]), { timeout: 2000 });
+    expect(own.memory.staging, 'staging freed').toBe(0);
+  });
+
   it('reads a safetensors file over HTTP byte ranges (httpSource), several requests at once', async () => {
     const layers = Array.from({ length: 3 }, () => bytesOf(4 * int(1 << 18, 3 << 18)));
     writeFileSync(join(dir, 'model.safetensors'), encodeSafetensors(layers.map((data, i) => ({ name: `layers.${i}.w`, dtype: 'U8', shape: [data.length], data }))));
