@@ -39,6 +39,12 @@ export interface PeerHost {
 export const DEFAULT_DEVICE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
 
 /**
+ * A WebGPU buffer or texture collected without `destroy()`: its memory went with it, and so do its
+ * bytes in the stats (held: the stats and the bytes, never the resource).
+ */
+const collected = new FinalizationRegistry<{ stats: MemoryStats; bytes: number }>((h) => h.stats.sub(h.bytes));
+
+/**
  * Device memory with deferred destroy: `destroy()` while streams still use it is deferred until
  * their ops complete (PyTorch's `record_stream` problem, solved by default). Counted in `ctx.memory`.
  */
@@ -99,6 +105,11 @@ export abstract class DeviceResource {
     this.destroy();
   }
 
+  /** @internal counts `obj` (the WebGPU object) until it is destroyed or collected */
+  protected track(obj: object): void {
+    collected.register(obj, { stats: this.#stats, bytes: this.byteSize }, this);
+  }
+
   /** @internal 'buffer' or 'texture', for messages */
   protected abstract get noun(): string;
   /** @internal destroys the WebGPU object */
@@ -108,6 +119,7 @@ export abstract class DeviceResource {
     if (this.#freed) return;
     this.#freed = true;
     this.destroyNow();
+    collected.unregister(this);
     this.#stats.sub(this.byteSize);
   }
 }
@@ -126,6 +138,7 @@ export class DeviceBuffer extends DeviceResource {
     this.size = size;
     this.usage = usage;
     this.buffer = device.createBuffer({ size, usage, label });
+    this.track(this.buffer);
   }
 
   protected get noun(): string {

@@ -91,6 +91,7 @@ export class DeviceTexture extends DeviceResource {
     this.dimension = o.dimension;
     this.usage = o.usage;
     this.texture = device.createTexture({ size: [w, h, d], format: o.format, usage: o.usage, mipLevelCount: o.mipLevelCount, dimension: o.dimension, label: o.label });
+    this.track(this.texture);
   }
 
   protected get noun(): string {

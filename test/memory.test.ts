@@ -60,6 +60,34 @@ describe('device buffers', () => {
     }
   });
 
+  it('a buffer or texture dropped without destroy() leaves ctx.memory once collected (as torch.cuda.memory_allocated); nothing is subtracted twice', async () => {
+    const mctx = await gpuContext();
+    try {
+      const s = mctx.createStream({ label: 'gc' });
+      const base = mctx.memory.current;
+      // Used by an op, then dropped: the op's completion lets go of it.
+      ((): void => {
+        for (let i = 0; i < 4; i++) s.upload(new Uint32Array(16), mctx.alloc(1 << 20));
+        mctx.allocTexture({ size: [64, 64], format: 'rgba8unorm' });
+      })();
+      const kept = mctx.alloc(1 << 18); // alive all along
+      const raw = ((): GPUBuffer => mctx.alloc(1 << 17).buffer)(); // its WebGPU buffer still held
+      const destroyed = mctx.alloc(1 << 16);
+      destroyed.destroy();
+      expect(mctx.memory.current - base).toBe(4 * (1 << 20) + 64 * 64 * 4 + (1 << 18) + (1 << 17));
+      await s.synchronize();
+      for (let i = 0; i < 3; i++) {
+        await collect();
+        await s.synchronize();
+      }
+      expect(mctx.memory.current - base, 'the collected buffers and texture leave; kept, raw and destroyed count once').toBe((1 << 18) + (1 << 17));
+      expect(raw.size).toBe(1 << 17);
+      kept.destroy();
+    } finally {
+      mctx.destroy();
+    }
+  });
+
   it('alloc refuses the usage combinations WebGPU rejects (MAP_READ | STORAGE, MAP_READ | MAP_WRITE)', () => {
     expect(() => ctx.alloc(64, { usage: 0x0001 | 0x0080 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'alloc', message: expect.stringMatching(/MAP_READ to have no flag but COPY_DST/) }));
     expect(() => ctx.alloc(64, { usage: 0x0001 | 0x0002 })).toThrow(/MAP_READ or MAP_WRITE, not both/);
