@@ -50,7 +50,8 @@ export class Kernel {
   readonly #pipelines = new Map<string, PipelineEntry>();
   /** The last one-constant launch's constant and pipeline. */
   #last: { name: string; value: number; entry: PipelineEntry } | null = null;
-  readonly #bindGroups = new Map<unknown, unknown>();
+  /** Bind groups by their resources, a level per resource: weak, so a cached group keeps no buffer alive. */
+  #bindGroups = new WeakMap<object, unknown>();
   /** Where each group starts in the positional bindings, and one past the last. */
   readonly #groupStarts: number[] = [];
   #bindGroupCount = 0;
@@ -97,20 +98,20 @@ export class Kernel {
   /**
    * The bind groups (one per `@group`) for these resources in binding order, cached: pipelines that
    * launch the same kernel on the same buffers (every chunk of a ring) skip `createBindGroup`.
-   * Bounded; cleared when full.
+   * Weak (a dropped buffer is collected, with its groups); at most about 512 made, then started over.
    */
   bindGroups(resources: readonly (GPUBuffer | GPUTextureView | GPUSampler)[]): GPUBindGroup[] {
-    let level: Map<unknown, unknown> = this.#bindGroups;
+    let level: WeakMap<object, unknown> = this.#bindGroups;
     for (let i = 0; i < resources.length - 1; i++) {
-      let next = level.get(resources[i]!) as Map<unknown, unknown> | undefined;
-      if (!next) level.set(resources[i]!, (next = new Map()));
+      let next = level.get(resources[i]!) as WeakMap<object, unknown> | undefined;
+      if (!next) level.set(resources[i]!, (next = new WeakMap()));
       level = next;
     }
-    const key = resources.length ? resources[resources.length - 1] : this; // a kernel without bindings
+    const key: object = resources.length ? resources[resources.length - 1]! : this; // a kernel without bindings
     let groups = level.get(key) as GPUBindGroup[] | undefined;
     if (!groups) {
       if (++this.#bindGroupCount > 512) {
-        this.#bindGroups.clear();
+        this.#bindGroups = new WeakMap();
         this.#bindGroupCount = 1;
         return this.bindGroups(resources);
       }

@@ -4,8 +4,10 @@
  * bindings included; a kernel that fails to compile fails only its own stream. WGSL reflection is
  * in test/wgsl.test.ts, the built-in vector_add.wgsl itself in test/shaders.test.ts.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
+import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
 import { workgroupsFor, type Context } from '../src/index.js';
 import { benchKernels } from '../bench/kernels/index';
 
@@ -47,6 +49,43 @@ describe('override constants', () => {
     await s.synchronize();
     runs.forEach(([, kk, c], i) => expect(firstMismatch(outs[i]!, input.map((x) => x * kk + c)), `launch ${i}, seed ${seed}`).toBeNull());
     expect(ctx.errors).toEqual([]);
+  });
+});
+
+describe('bind group cache', () => {
+  it('keeps no buffer alive: buffers launched on and dropped are collected, while a kernel on live buffers reuses its groups and stays right', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const own = await gpuContext();
+    try {
+      const s = own.createStream({ label: 'transient' });
+      const n = 1 << 14;
+      const seed = randomSeed();
+      const r = rng(seed);
+      const base = own.memory.current;
+      // Each round: three fresh buffers, one launch, the result checked; then all three dropped.
+      const round = async (): Promise<void> => {
+        const a = r.f32Array(n), b = r.f32Array(n);
+        const [da, db, dc] = [own.alloc(n * 4), own.alloc(n * 4), own.alloc(n * 4)];
+        s.upload(a, da);
+        s.upload(b, db);
+        s.launch(own.kernels.vectorAdd, { bindings: [da, db, dc], workgroups: workgroupsFor(n, 256) });
+        const out = new Float32Array(n);
+        s.download(dc, out);
+        await s.synchronize();
+        expect(firstMismatch(out, a.map((x, i) => x + b[i]!)), `seed ${seed}`).toBeNull();
+      };
+      for (let i = 0; i < 8; i++) await round();
+      for (let i = 0; i < 3; i++) {
+        await new Promise((res) => setImmediate(res));
+        gc();
+        s.upload(new Uint32Array(4), own.alloc(16));
+        await s.synchronize();
+      }
+      expect(own.memory.current - base, 'the 24 dropped buffers were collected (the cache held none)').toBeLessThan(3 * n * 4);
+    } finally {
+      own.destroy();
+    }
   });
 });
 
