@@ -111,6 +111,8 @@ export interface Transfer {
   /** Resolves once the op ran or was dropped: the transfer after next may be read. */
   started: Promise<void>;
   markStarted: () => void;
+  /** The op ran (its host function started): it reads a chunk source itself, and cancels it on failure. */
+  ran: boolean;
 }
 
 /** A piece being read (or read) into a staging buffer. */
@@ -161,11 +163,12 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   let markStarted!: () => void;
   const readerDone = new Promise<void>((r) => (finishReader = r));
   const started = new Promise<void>((r) => (markStarted = r));
-  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted };
+  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted, ran: false };
 }
 
 /** The op is done, run or not: read no more of it, and give its ring back once no read touches it (a copy still in flight keeps its buffer until done: take() callers wait on ready()). */
 export function release(t: Transfer): void {
+  if (!t.ran && !isRandomAccess(t.source)) cancelSource(t.source);
   t.stopped = true;
   wakeCopied(t);
   t.markStarted();
@@ -180,6 +183,7 @@ export const pieceCount = (t: Transfer): number => Math.ceil((t.size ?? 0) / t.r
 
 /** Runs a transfer (the op's host function); throws UploadSourceError when the source fails it. */
 export async function runTransfer(t: Transfer): Promise<void> {
+  t.ran = true;
   t.markStarted();
   try {
     if (isRandomAccess(t.source)) await copyPieces(t);
@@ -317,6 +321,22 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
     flushPiece();
   } finally {
     if (!ended) await it.return?.().catch(() => undefined);
+  }
+}
+
+/**
+ * A chunk source whose op never ran (skipped behind a failure, or its context destroyed): let its
+ * producer go (a fetch body's connection, a Node stream's file), as the op would have on failure.
+ */
+function cancelSource(src: UploadSource): void {
+  const x = src as { locked?: boolean; cancel?: () => Promise<void>; destroy?: () => void; next?: unknown; return?: () => Promise<unknown> };
+  try {
+    if (typeof x.cancel === 'function') {
+      if (!x.locked) void x.cancel().catch(() => undefined);
+    } else if (typeof x.destroy === 'function') x.destroy();
+    else if (typeof x.next === 'function' && typeof x.return === 'function') void x.return().catch(() => undefined); // an async generator
+  } catch {
+    // a source that refuses to be let go keeps what it holds
   }
 }
 

@@ -5,6 +5,7 @@
  * it; and sources that fail it: each fails that op alone, typed, with nothing leaked.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -126,6 +127,34 @@ describe(`uploadFrom (seed ${seed})`, () => {
     await other.synchronize();
     expect(firstDiff(await readBack(x), want), 'the other stream is untouched').toBe(-1);
     expect(ctx.memory.staging, 'the staging ring is kept for reuse, not grown').toBeLessThanOrEqual(staging + 4 * (8 << 20));
+  });
+
+  it('a stream source whose op never runs (skipped behind a failure, its context destroyed) is cancelled, not left open', async () => {
+    const cancelled: string[] = [];
+    const source = (name: string): ReadableStream<Uint8Array> =>
+      new ReadableStream<Uint8Array>({ pull: (c) => c.enqueue(bytesOf(1024)), cancel: () => void cancelled.push(name) });
+    const s = ctx.createStream({ label: 'skips', nonBlocking: true });
+    const dst = ctx.alloc(4096, { label: 'dst' });
+    s.uploadFrom(chunks(bytesOf(1000)), dst, { size: 4096 }); // fails: ends early
+    s.uploadFrom(source('behind a failure'), dst);
+    const nodeStream = Readable.from([bytesOf(1024)]);
+    s.uploadFrom(nodeStream, dst);
+    const gen = (async function* () {
+      yield bytesOf(1024);
+    })();
+    s.uploadFrom(gen, dst);
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toBeInstanceOf(UploadSourceError);
+    await vi.waitFor(() => expect(cancelled).toEqual(['behind a failure']));
+    expect(nodeStream.destroyed, 'a Node stream is destroyed').toBe(true);
+    expect(await gen.next(), 'an async generator is returned').toEqual({ done: true, value: undefined });
+    const own = await gpuContext();
+    const t = own.createStream({ label: 'doomed' });
+    t.hostFn(() => new Promise<void>((r) => setTimeout(r, 20)));
+    t.uploadFrom(source('context destroyed'), own.alloc(4096, { label: 'dst' }));
+    own.destroy();
+    expect(await t.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'DestroyedError' });
+    await vi.waitFor(() => expect(cancelled).toEqual(['behind a failure', 'context destroyed']));
+    dst.destroy();
   });
 
   it('checks the call: a source of the wrong kind, a range past a file, a size that does not fit', async () => {
