@@ -26,6 +26,14 @@ import { peerSource } from './peer.js';
 import { planTransfer, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectFunction, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
+/** A stream collected without `destroy()` is destroyed then: the context forgets it once its work is done. */
+const collected = new FinalizationRegistry<StreamQueue>((q) => retire(q));
+
+function retire(q: StreamQueue): void {
+  q.destroyed = true;
+  if (q.clock) retireStreamClock(q.clock); // the sanitizer's clock entry, for a later stream
+}
+
 /**
  * A buffer a kernel can bind or a transfer can use: one of ours, or a raw `GPUBuffer` (not tracked:
  * its op runs in a submit of its own, see docs/API.md).
@@ -74,6 +82,7 @@ export class Stream {
   constructor(host: StreamHost, queue: StreamQueue) {
     this.#host = host;
     this.queue = queue;
+    if (!queue.isDefault) collected.register(this, queue, this);
   }
 
   get label(): string {
@@ -365,10 +374,9 @@ export class Stream {
 
   /** No further work may be enqueued; work already enqueued still completes. Idempotent. */
   destroy(): void {
-    const q = this.queue;
-    if (q.isDefault) return;
-    q.destroyed = true;
-    if (q.clock) retireStreamClock(q.clock); // the sanitizer's clock entry, for a later stream
+    if (this.queue.isDefault) return;
+    collected.unregister(this);
+    retire(this.queue);
   }
 
   [Symbol.dispose](): void {

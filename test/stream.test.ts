@@ -5,11 +5,16 @@
  * Order is asserted through events, op completion and the scheduler's submit log, never through
  * wall-clock windows.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import { gate } from './fixtures/gate.js';
 import { workgroupsFor, type Context, type DeviceBuffer } from '../src/index.js';
 import { contextInternals } from '../src/context.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -249,6 +254,31 @@ describe('lifetimes', () => {
     const kept = ctx.createStream({ label: 'kept' });
     await ctx.synchronize();
     expect(contextInternals(ctx).scheduler.streams).toContain(kept.queue);
+  });
+
+  it('streams dropped without destroy() are forgotten once collected and done; a failure on one still reaches ctx.synchronize()', async () => {
+    const own = await gpuContext();
+    try {
+      const listed = (): number => contextInternals(own).scheduler.streams.length;
+      const before = listed();
+      ((): void => {
+        for (let i = 0; i < 130; i++) own.createStream().hostFn(() => {});
+        own.createStream({ label: 'dropped, failing' }).hostFn(() => {
+          throw new Error('boom');
+        });
+      })();
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setImmediate(r));
+        gc();
+      }
+      await new Promise((r) => setTimeout(r, 10)); // the finalizers' task
+      const err = await own.synchronize().then(() => null, (e: unknown) => e);
+      expect(err, 'the collected stream\'s failure is reported').toMatchObject({ name: 'HostFnError', stream: 'dropped, failing' });
+      await own.synchronize(); // reported once
+      expect(listed(), 'the 131 collected streams are forgotten').toBeLessThanOrEqual(before);
+    } finally {
+      own.destroy();
+    }
   });
 
   it('ops on a destroyed stream throw DestroyedError; destroy is idempotent', () => {
