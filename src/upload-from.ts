@@ -68,6 +68,12 @@ export function isChunkSource(s: unknown): s is ReadableStream<Uint8Array> | Asy
   return typeof s === 'object' && s !== null && (typeof (s as ReadableStream).getReader === 'function' || typeof (s as AsyncIterable<Uint8Array>)[Symbol.asyncIterator] === 'function');
 }
 
+/** Single-use sources (a ReadableStream, an async generator) already given to an uploadFrom: each is read once. */
+const claimed = new WeakSet<object>();
+
+/** A source read once: a ReadableStream, or an iterator (an async generator) rather than an iterable. */
+const singleUse = (s: object): boolean => typeof (s as ReadableStream).getReader === 'function' || typeof (s as { next?: unknown }).next === 'function';
+
 export interface Transfer {
   source: UploadSource;
   offset: number;
@@ -143,6 +149,8 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   if (!random && !isChunkSource(source)) {
     throw new InvalidArgumentError(`Expected \`source\` to be a ReadableStream, an async iterable of Uint8Array or a random-access source ({ size, read(into, position) }, e.g. openFile() in 'webgpu-streams/node'), got ${showValue(source)}`, site);
   }
+  if (!random && (source as { locked?: unknown }).locked === true) throw new InvalidArgumentError('the ReadableStream is locked: a reader (getReader(), pipeTo, or a Response that read it) holds it; pass a stream no one reads', site);
+  if (!random && claimed.has(source)) throw new InvalidArgumentError('this source was given to an earlier uploadFrom: a ReadableStream or async generator is read once; make one per transfer (or pass a random-access source, e.g. openFile or httpSource)', site);
   const o = expectObject('options', options ?? {}, site);
   expectKnownKeys('options', o, ['offset', 'size', 'dstOffset', 'ring'], site);
   const ringMax = expectInteger('ring', o.ring ?? 4, 1, 64, site);
@@ -161,6 +169,7 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const at: ErrorSite = { op: site.op ?? 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
   let finishReader!: () => void;
   let markStarted!: () => void;
+  if (!random && singleUse(source)) claimed.add(source);
   const readerDone = new Promise<void>((r) => (finishReader = r));
   const started = new Promise<void>((r) => (markStarted = r));
   return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted, ran: false };
@@ -278,7 +287,12 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
     buf = null;
     fill = 0;
   };
-  const it = chunksOf(src);
+  let it: AsyncIterator<Uint8Array>;
+  try {
+    it = chunksOf(src);
+  } catch (e) {
+    throw fail(t, `${sourceName(t)} could not be read`, e);
+  }
   let ended = false;
   try {
     while (moved + fill < limit) {

@@ -157,6 +157,34 @@ describe(`uploadFrom (seed ${seed})`, () => {
     dst.destroy();
   });
 
+  it('a stream source is read once: a locked one, or one given to an earlier uploadFrom, is refused at the call; a reusable iterable is not', async () => {
+    const s = ctx.createStream({ label: 'once' });
+    const dst = ctx.alloc(4096, { label: 'dst' });
+    const stream = (): ReadableStream<Uint8Array> => new ReadableStream<Uint8Array>({ pull: (c) => c.enqueue(bytesOf(1024)) });
+    const locked = stream();
+    locked.getReader();
+    expect(() => s.uploadFrom(locked, dst, { size: 1024 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'uploadFrom', stream: 'once', message: expect.stringMatching(/locked/) }));
+    const twice = stream();
+    s.uploadFrom(twice, dst, { size: 1024 });
+    expect(() => s.uploadFrom(twice, dst, { size: 1024 })).toThrow(/given to an earlier uploadFrom/);
+    const gen = chunks(bytesOf(1024));
+    s.uploadFrom(gen, dst);
+    expect(() => s.uploadFrom(gen, dst)).toThrow(/given to an earlier uploadFrom/);
+    // An iterable that makes a fresh iterator each time may be given again.
+    const data = bytesOf(2048);
+    const reusable = { [Symbol.asyncIterator]: () => chunks(data)[Symbol.asyncIterator]() };
+    s.uploadFrom(reusable, dst);
+    s.uploadFrom(reusable, dst, { dstOffset: 2048 });
+    await s.synchronize();
+    expect(firstDiff(await readBack(dst, 0, 2048), data), `seed ${seed}`).toBe(-1);
+    expect(firstDiff(await readBack(dst, 2048, 2048), data), `seed ${seed}`).toBe(-1);
+    // A source that cannot be read when its turn comes fails its op, typed and named.
+    const broken = { getReader: (): never => { throw new Error('no reader'); } } as unknown as ReadableStream<Uint8Array>;
+    s.uploadFrom(broken, dst);
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', op: 'uploadFrom', stream: 'once', message: expect.stringMatching(/could not be read/) });
+    dst.destroy();
+  });
+
   it('checks the call: a source of the wrong kind, a range past a file, a size that does not fit', async () => {
     const s = ctx.createStream({ label: 's' });
     const dst = ctx.alloc(1024, { label: 'dst' });
