@@ -182,6 +182,10 @@ describe(`uploadFrom (seed ${seed})`, () => {
     const broken = { getReader: (): never => { throw new Error('no reader'); } } as unknown as ReadableStream<Uint8Array>;
     s.uploadFrom(broken, dst);
     expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', op: 'uploadFrom', stream: 'once', message: expect.stringMatching(/could not be read/) });
+    // Whatever else a source throws names the op that failed, not the host function it runs as.
+    const odd = { size: 4096, read: async (): Promise<number> => 0, get parallel(): number { throw new Error('odd source'); } };
+    s.uploadFrom(odd, dst);
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ op: 'uploadFrom', stream: 'once', message: expect.stringMatching(/uploadFrom failed: .*odd source/) });
     dst.destroy();
   });
 

@@ -441,8 +441,8 @@ export class Completer {
     this.runningHost.delete(op);
     if (op.times) op.times.tHostEnd = performance.now();
     if (err !== undefined && !op.error) {
-      const own = op.payload.kind === 'hostFn' && op.payload.own && err instanceof StreamError;
-      op.error = own ? err : new HostFnError(`host function threw: ${describeThrown(err)}`, { ...op.site(), cause: err });
+      const lib = op.payload.kind === 'hostFn' && op.payload.own; // the library's own op (uploadFrom, copyPeer)
+      op.error = lib && err instanceof StreamError ? err : new HostFnError(lib ? `${op.subject} failed: ${describeThrown(err)}` : `host function threw: ${describeThrown(err)}`, { ...op.site(), ...(lib ? { op: op.subject } : {}), cause: err });
     }
     op.ordered = true;
     this.ownDone(op);
