@@ -18,7 +18,8 @@ export interface HttpSourceOptions {
 /**
  * Opens `url` for `stream.uploadFrom(source, dst, { offset, size })`. The server must answer HEAD
  * with Content-Length and serve byte ranges (206); one that does not is an UploadSourceError here,
- * at the call (pass `(await fetch(url)).body` instead to read it whole, in order).
+ * at the call (pass `(await fetch(url)).body` instead to read it whole, in order). Each read checks
+ * the ETag (or Last-Modified) and Content-Range the server shows: the version opened, the bytes asked for.
  */
 export async function httpSource(url: string | URL, options: HttpSourceOptions = {}): Promise<RandomAccessSource> {
   const site = { op: 'httpSource' };
@@ -38,6 +39,9 @@ export async function httpSource(url: string | URL, options: HttpSourceOptions =
   const size = Number(head.headers.get('content-length'));
   if (!head.ok || !Number.isSafeInteger(size)) throw new UploadSourceError(`HEAD ${label} answered ${head.status} without a Content-Length: the size is unknown`, site);
   if (head.headers.get('accept-ranges') !== 'bytes') throw new UploadSourceError(`${label} is not served in byte ranges (no Accept-Ranges: bytes); pass the response body to uploadFrom to read it whole`, site);
+  // The version opened: each range must come from it (compared, not sent as If-Range: that header
+  // would make every cross-origin request a preflighted one).
+  const opened = (['etag', 'last-modified'] as const).map((k) => head.headers.get(k));
   return {
     size,
     parallel,
@@ -47,6 +51,13 @@ export async function httpSource(url: string | URL, options: HttpSourceOptions =
       const end = Math.min(size, position + into.byteLength) - 1;
       const res = await f(url, { headers: { ...headers, Range: `bytes=${position}-${end}` } });
       if (res.status !== 206) throw new Error(`GET ${label} bytes ${position}-${end} answered ${res.status}, not 206`);
+      // Where the server shows them (cross-origin, only if exposed): the version opened, the range asked for.
+      (['etag', 'last-modified'] as const).forEach((k, i) => {
+        const was = opened[i], now = res.headers.get(k);
+        if (was && now && now !== was) throw new Error(`${label} changed since it was opened (${k} ${was}, now ${now}): open it again`);
+      });
+      const got = /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(res.headers.get('content-range') ?? '');
+      if (got && (Number(got[1]) !== position || (got[2] !== '*' && Number(got[2]) !== size))) throw new Error(`GET ${label} bytes ${position}-${end} answered Content-Range ${res.headers.get('content-range')!}`);
       const body = new Uint8Array(await res.arrayBuffer());
       const n = Math.min(body.byteLength, into.byteLength);
       into.set(body.subarray(0, n));

@@ -539,6 +539,36 @@ describe(`uploadFrom (seed ${seed})`, () => {
     }
   });
 
+  it('httpSource refuses a range answered for other bytes, and a file that changed since it was opened (its ETag)', async () => {
+    const v1 = bytesOf(64 << 10), v2 = bytesOf(64 << 10);
+    /** A server of `data()` with an ETag per version; `shift` answers each range from the wrong start. */
+    const server = (data: () => Uint8Array, etag: () => string, shift = 0) =>
+      (async (_url: string | URL, init?: RequestInit): Promise<Response> => {
+        const h = (init?.headers ?? {}) as Record<string, string>;
+        const base = { 'accept-ranges': 'bytes', etag: etag() };
+        if (init?.method === 'HEAD') return new Response(null, { headers: { ...base, 'content-length': String(data().length) } });
+        const [, a, b] = /bytes=(\d+)-(\d+)/.exec(h.Range ?? '')!.map(Number) as [number, number, number];
+        const from = a + shift, to = b + shift;
+        return new Response(data().slice(from, to + 1) as Uint8Array<ArrayBuffer>, { status: 206, headers: { ...base, 'content-range': `bytes ${from}-${to}/${data().length}` } });
+      }) as typeof fetch;
+    const s = ctx.createStream({ label: 'http checks' });
+    const dst = ctx.alloc(64 << 10, { label: 'dst' });
+    // The right bytes: landed and checked.
+    s.uploadFrom(await httpSource('http://x/model', { fetch: server(() => v1, () => '"v1"') }), dst);
+    await s.synchronize();
+    expect(firstDiff(await readBack(dst), v1), `seed ${seed}`).toBe(-1);
+    // A 206 for other bytes than asked for.
+    s.uploadFrom(await httpSource('http://x/model', { fetch: server(() => v1, () => '"v1"', 4096) }), dst, { size: 8192 });
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', cause: expect.objectContaining({ message: expect.stringMatching(/Content-Range bytes 4096-/) }) });
+    // The file replaced between opening it and reading it: the ETag no longer matches.
+    let version = 1;
+    const changing = await httpSource('http://x/model', { fetch: server(() => (version === 1 ? v1 : v2), () => `"v${version}"`) });
+    version = 2;
+    s.uploadFrom(changing, dst);
+    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', cause: expect.objectContaining({ message: expect.stringMatching(/changed since it was opened/) }) });
+    dst.destroy();
+  });
+
   it('the sanitizer sees the transfer as one write of its stream', async () => {
     races.length = 0;
     const [load, compute] = [ctx.createStream({ label: 'load', nonBlocking: true }), ctx.createStream({ label: 'compute', nonBlocking: true })];
