@@ -7,7 +7,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
+import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import { workgroupsFor, type Context } from '../src/index.js';
 import { benchKernels } from '../bench/kernels/index';
 
@@ -73,7 +73,7 @@ describe('bind group cache', () => {
         const out = new Float32Array(n);
         s.download(dc, out);
         await s.synchronize();
-        expect(firstMismatch(out, a.map((x, i) => x + b[i]!)), `seed ${seed}`).toBeNull();
+        expect(firstMismatch(out, vectorAddRef(a, b)), `seed ${seed}`).toBeNull();
       };
       for (let i = 0; i < 8; i++) await round();
       for (let i = 0; i < 3; i++) {

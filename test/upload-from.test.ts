@@ -41,6 +41,41 @@ async function readBack(buf: DeviceBuffer, at = 0, n = buf.size - at): Promise<U
   await s.synchronize();
   return out;
 }
+/**
+ * A random-access source of `data` whose reads stay in flight until the test ends them (as a
+ * thread-pool read ends when the kernel is done; `failFirst`: the first read fails at once), and a
+ * watch on `own`'s device.destroy(): how many reads were in flight when it was called.
+ */
+function heldReads(own: Context, data: Uint8Array, failFirst = false) {
+  let inFlight = 0;
+  let first = failFirst;
+  const ends: (() => void)[] = [];
+  const src = { size: data.length, parallel: 4, read: (into: Uint8Array, at: number): Promise<number> => {
+    if (first) {
+      first = false;
+      return Promise.reject(new Error('disk gone'));
+    }
+    inFlight++;
+    return new Promise<number>((resolve) => ends.push(() => { inFlight--; into.set(data.subarray(at, at + into.byteLength)); resolve(into.byteLength); }));
+  } };
+  const destroyedWith: number[] = [];
+  const device = own.device;
+  const destroy = device.destroy.bind(device);
+  device.destroy = () => { destroyedWith.push(inFlight); destroy(); };
+  return {
+    src,
+    ends,
+    inFlight: () => inFlight,
+    /** After ctx.destroy(): not before the reads end, then at once. */
+    async expectDeviceDestroyedAfterReads(): Promise<void> {
+      await new Promise((r) => setTimeout(r, 20));
+      expect(destroyedWith, 'device.destroy() while reads were in flight').toEqual([]);
+      for (const end of ends.splice(0)) end();
+      await vi.waitFor(() => expect(destroyedWith, 'the device is destroyed once the reads ended').toEqual([0]), { timeout: 2000 });
+    },
+  };
+}
+
 async function readBackOn(c: Context, buf: DeviceBuffer): Promise<ArrayBuffer> {
   const out = new Uint8Array(buf.size);
   const s = c.createStream({ label: 'readback', nonBlocking: true });
@@ -455,63 +490,31 @@ describe(`uploadFrom (seed ${seed})`, () => {
 
   it('a destroyed context destroys its device only once no read writes into its staging (a native read would write into freed memory)', async () => {
     const own = await gpuContext();
-    const data = bytesOf(2 * (8 << 20));
-    let inFlight = 0;
-    const ends: (() => void)[] = [];
-    // Reads that end when the test says so, as a thread-pool read ends when the kernel is done.
-    const src = { size: data.length, parallel: 4, read: (into: Uint8Array, at: number): Promise<number> => {
-      inFlight++;
-      return new Promise<number>((resolve) => ends.push(() => { inFlight--; into.set(data.subarray(at, at + into.byteLength)); resolve(into.byteLength); }));
-    } };
-    const device = own.device;
-    const destroyedWith: number[] = [];
-    const destroy = device.destroy.bind(device);
-    device.destroy = () => { destroyedWith.push(inFlight); destroy(); };
+    const h = heldReads(own, bytesOf(2 * (8 << 20)));
     const s = own.createStream({ label: 'reading' });
-    s.uploadFrom(src, own.alloc(data.length, { label: 'dst' }));
-    for (let i = 0; i < 100 && inFlight < 4; i++) await new Promise((r) => setTimeout(r, 1));
-    expect(inFlight, 'reads in flight').toBe(4);
+    s.uploadFrom(h.src, own.alloc(h.src.size, { label: 'dst' }));
+    for (let i = 0; i < 100 && h.inFlight() < 4; i++) await new Promise((r) => setTimeout(r, 1));
+    expect(h.inFlight(), 'reads in flight').toBe(4);
     own.destroy();
     expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'DestroyedError' });
-    await new Promise((r) => setTimeout(r, 20));
-    expect(destroyedWith, 'device.destroy() while reads were in flight').toEqual([]);
-    for (const end of ends.splice(0)) end();
-    await vi.waitFor(() => expect(destroyedWith, 'the device is destroyed once the reads ended').toEqual([0]), { timeout: 2000 });
-    expect(ends, 'no read started after the destroy').toEqual([]);
+    await h.expectDeviceDestroyedAfterReads();
+    expect(h.ends, 'no read started after the destroy').toEqual([]);
     expect(own.memory.staging, 'staging freed').toBe(0);
   });
 
   it('a piece whose read failed gives its staging back only once its other reads ended (they may still be writing into it)', async () => {
     const own = await gpuContext();
-    const data = bytesOf(8 << 20);
-    let inFlight = 0;
-    const ends: (() => void)[] = [];
-    let first = true;
     // The first read fails at once; the other three of the piece stay in flight until the test ends them.
-    const src = { size: data.length, parallel: 4, read: (into: Uint8Array, at: number): Promise<number> => {
-      if (first) {
-        first = false;
-        return Promise.reject(new Error('disk gone'));
-      }
-      inFlight++;
-      return new Promise<number>((resolve) => ends.push(() => { inFlight--; into.set(data.subarray(at, at + into.byteLength)); resolve(into.byteLength); }));
-    } };
-    const device = own.device;
-    const destroyedWith: number[] = [];
-    const destroy = device.destroy.bind(device);
-    device.destroy = () => { destroyedWith.push(inFlight); destroy(); };
+    const h = heldReads(own, bytesOf(8 << 20), true);
     const s = own.createStream({ label: 'failing' });
-    s.uploadFrom(src, own.alloc(data.length, { label: 'dst' }));
-    for (let i = 0; i < 100 && inFlight < 3; i++) await new Promise((r) => setTimeout(r, 1));
-    expect(inFlight, 'reads in flight beside the failed one').toBe(3);
+    s.uploadFrom(h.src, own.alloc(h.src.size, { label: 'dst' }));
+    for (let i = 0; i < 100 && h.inFlight() < 3; i++) await new Promise((r) => setTimeout(r, 1));
+    expect(h.inFlight(), 'reads in flight beside the failed one').toBe(3);
     // The op fails at once on the failed read, while the others are still in flight.
     expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', cause: expect.objectContaining({ message: 'disk gone' }) });
-    expect(inFlight).toBe(3);
+    expect(h.inFlight()).toBe(3);
     own.destroy();
-    await new Promise((r) => setTimeout(r, 20));
-    expect(destroyedWith, 'device.destroy() while reads were in flight').toEqual([]);
-    for (const end of ends.splice(0)) end();
-    await vi.waitFor(() => expect(destroyedWith, 'the device is destroyed once the reads ended').toEqual([0]), { timeout: 2000 });
+    await h.expectDeviceDestroyedAfterReads();
     expect(own.memory.staging, 'staging freed').toBe(0);
   });
 
