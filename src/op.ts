@@ -107,7 +107,6 @@ export interface WaitPayload {
   unrecorded: boolean;
 }
 
-
 export type Payload = LaunchPayload | CopyPayload | UploadPayload | DownloadPayload | EncodePayload | HostFnPayload | RecordPayload | WaitPayload;
 
 /**

@@ -18,7 +18,6 @@ const partBytes = (n: number, parallel: number): number => Math.max(2 << 20, Mat
 
 const RESOLVED: Promise<void> = Promise.resolve();
 
-
 export class Reader {
   /** Transfers to read, in call order. */
   #queue: Transfer[] = [];
