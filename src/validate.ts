@@ -1,5 +1,5 @@
 /** Argument checks with messages that quote the option, the value and its type (p-queue style). */
-import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { AbortError, InvalidArgumentError, type ErrorSite } from './errors.js';
 
 function show(value: unknown): string {
   let text: string;
@@ -71,6 +71,8 @@ export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | und
   if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof (signal as AbortSignal).addEventListener === 'function' && 'aborted' in signal)) {
     throw new InvalidArgumentError(`Expected \`signal\` to be an AbortSignal, got ${show(signal)}`, site);
   }
+  // As the platform's APIs do: an aborted signal rejects at once (failures stay for the next wait).
+  if ((signal as AbortSignal | undefined)?.aborted) throw new AbortError('synchronize was aborted before it began (the signal was already aborted)', { ...site, cause: (signal as AbortSignal).reason });
   return signal as AbortSignal | undefined;
 }
 

@@ -219,6 +219,29 @@ describe('synchronize', () => {
     await s.synchronize();
   });
 
+  it('a signal aborted before the call rejects every kind of synchronize at once, idle or not, and a failure stays for the next wait', async () => {
+    const s = ctx.createStream({ label: 'pre-aborted' });
+    const ac = new AbortController();
+    ac.abort(new Error('user left'));
+    const idle = ctx.createStream({ label: 'idle' });
+    for (const [what, p] of [
+      ['idle stream', idle.synchronize({ signal: ac.signal })],
+      ['event never recorded', ctx.createEvent().synchronize({ signal: ac.signal })],
+    ] as const) {
+      await expect(p, what).rejects.toMatchObject({ name: 'AbortError', cause: expect.objectContaining({ message: 'user left' }) });
+    }
+    s.hostFn(() => {
+      throw new Error('boom');
+    });
+    await new Promise((r) => setTimeout(r, 10)); // the failure happened
+    await expect(s.synchronize({ signal: ac.signal })).rejects.toMatchObject({ name: 'AbortError', stream: 'pre-aborted' });
+    await expect(ctx.synchronize({ signal: ac.signal })).rejects.toMatchObject({ name: 'AbortError' });
+    // Not reported to an aborted wait: the next ones see it.
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'pre-aborted' });
+    await expect(ctx.synchronize()).rejects.toMatchObject({ name: 'HostFnError', stream: 'pre-aborted' });
+    await ctx.synchronize();
+  });
+
   it('synchronize options are checked: a signal must be an AbortSignal, no unknown keys', async () => {
     const s = ctx.createStream();
     await expect(s.synchronize({ signal: 'soon' } as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', message: expect.stringMatching(/`signal` to be an AbortSignal/) });
