@@ -48,6 +48,8 @@ export class Kernel {
   readonly #module: GPUShaderModule;
   readonly #pipelineLayout: GPUPipelineLayout;
   readonly #pipelines = new Map<string, PipelineEntry>();
+  /** Each override by its key: its name, and its WGSL type where the declaration says it. */
+  readonly #overrideInfo: Map<string, { name: string; type: string | undefined }>;
   /** The last one-constant launch's constant and pipeline. */
   #last: { name: string; value: number; entry: PipelineEntry } | null = null;
   /** Bind groups by their resources, a level per resource: weak, so a cached group keeps no buffer alive. */
@@ -74,7 +76,8 @@ export class Kernel {
       throw new InvalidArgumentError(`kernel has no @compute entry point '${this.entryPoint}'; found ${found}`, site);
     }
     this.bindings = info.bindings;
-    this.overrides = info.overrides;
+    this.overrides = info.overrides.map((o) => o.key);
+    this.#overrideInfo = new Map(info.overrides.map((o) => [o.key, { name: o.name, type: overrideType(o.rest) }]));
     this.workgroupSize = info.workgroupSize;
     this.#device = device;
     // Compile errors go to this kernel's own scope, reported on its launches, never to the device.
@@ -185,16 +188,40 @@ export class Kernel {
   checkConstants(constants: unknown, site: ErrorSite): Record<string, number> | undefined {
     if (constants === undefined) return undefined;
     if (typeof constants !== 'object' || constants === null) throw new InvalidArgumentError(`Expected \`constants\` to be an object of override values`, site);
+    let bools = false;
     for (const k in constants) {
       if (!Object.hasOwn(constants, k)) continue;
       const v = (constants as Record<string, unknown>)[k];
-      if (!this.overrides.includes(k)) {
-        throw new InvalidArgumentError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((o) => `\`${o}\``).join(', ') : 'none'}`, site);
+      const o = this.#overrideInfo.get(k);
+      if (!o) {
+        const byName = [...this.#overrideInfo].find(([, x]) => x.name === k);
+        if (byName) throw new InvalidArgumentError(`override \`${k}\` of kernel '${this.label}' has @id(${byName[0]}): WebGPU takes it as \`${byName[0]}\``, site);
+        throw new InvalidArgumentError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((x) => `\`${x}\``).join(', ') : 'none'}`, site);
       }
-      if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidArgumentError(`Expected override \`${k}\` to be a finite number, got \`${String(v)}\``, site);
+      // A double, as WebGPU takes it (a boolean converts), representable in the override's type.
+      if (typeof v === 'boolean') bools = true;
+      const x = typeof v === 'boolean' ? Number(v) : v;
+      const t = o.type;
+      const [lo, hi] = t === 'u32' ? [0, 4294967295] : t === 'i32' ? [-2147483648, 2147483647] : t === 'f32' ? [-3.4028234663852886e38, 3.4028234663852886e38] : t === 'f16' ? [-65504, 65504] : [-Infinity, Infinity];
+      const y = t === 'u32' || t === 'i32' ? Math.trunc(x as number) : x;
+      if (typeof y !== 'number' || !Number.isFinite(y) || y < lo || y > hi) throw new InvalidArgumentError(`Expected override \`${k}\`${t ? ` (${t})` : ''} to be a finite number${t && t !== 'bool' ? ` from ${lo} to ${hi}` : ''}, got \`${String(v)}\``, site);
     }
-    return constants as Record<string, number>;
+    // Dawn's Node binding takes numbers only: true and false go as 1 and 0.
+    return bools ? Object.fromEntries(Object.entries(constants).map(([k, v]) => [k, Number(v)])) : (constants as Record<string, number>);
   }
+}
+
+/** An override's WGSL type from the tokens after its name: declared (`: u32`), or its initializer's literal (4u, 4i or 4, 1.0 or 1f, 1h, true); undefined otherwise. */
+function overrideType(rest: readonly string[]): string | undefined {
+  if (rest[0] === ':') return rest[1];
+  const init = rest[0] === '=' ? rest.slice(rest[1] === '-' ? 2 : 1) : [];
+  const t = init.length === 1 ? init[0]! : '';
+  if (t === 'true' || t === 'false') return 'bool';
+  if (/^(0x[\da-f]+|\d+)u$/i.test(t)) return 'u32';
+  if (/^(0x[\da-f]+|\d+)i?$/i.test(t)) return 'i32';
+  if (/^[\d.]+(e[+-]?\d+)?h$/i.test(t)) return 'f16';
+  if (/^(\d*\.\d*(e[+-]?\d+)?|\d+e[+-]?\d+)f?$|^\d+f$/i.test(t)) return 'f32';
+  return undefined;
 }
 
 /** A stable key for a set of override constants (sorted by name). */

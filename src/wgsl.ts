@@ -142,7 +142,7 @@ interface BindingDecl {
  */
 class WgslModule {
   readonly consts = new Map<string, string[]>();
-  readonly overrides: string[] = [];
+  readonly overrides: { name: string; id: string[] | undefined; rest: string[] }[] = [];
   readonly aliases = new Map<string, string[]>();
   readonly structs = new Map<string, string[]>();
   readonly vars: BindingDecl[] = [];
@@ -162,7 +162,7 @@ class WgslModule {
       if (keyword === 'const') {
         const eq = c.tokens.indexOf('=', c.i);
         if (eq >= 0) this.consts.set(name, c.tokens.slice(eq + 1));
-      } else if (keyword === 'override') this.overrides.push(name);
+      } else if (keyword === 'override') this.overrides.push({ name, id: attrs.get('id')?.[0], rest: c.tokens.slice(c.i) });
       else if (keyword === 'alias' && c.next() === '=') this.aliases.set(name, c.tokens.slice(c.i));
       else if (keyword === 'struct' && brace >= 0) this.structs.set(name, tokenize(decl.slice(brace + 1, decl.lastIndexOf('}'))));
       else if (keyword === 'fn') this.fns.push({ name, attrs });
@@ -387,7 +387,8 @@ function topLevel(code: string): string[] {
 /** What the runtime reads from a kernel's WGSL. */
 export interface WgslReflection {
   bindings: BindingInfo[];
-  overrides: string[];
+  /** Each override: the key `constants` takes (its `@id` when it has one, else its name) and the tokens after its name. */
+  overrides: { key: string; name: string; rest: string[] }[];
   /** The entry point's `@workgroup_size` (consts resolved), or null when it depends on an override. */
   workgroupSize: [number, number, number] | null;
   /** Names of the module's `@compute` functions. */
@@ -438,5 +439,6 @@ export function reflectWgsl(wgsl: string, entryPoint: string, site: ErrorSite = 
     const parts = size.map((arg) => module.evaluate(arg));
     if (parts.every((n) => n !== undefined)) workgroupSize = [parts[0]!, parts[1] ?? 1, parts[2] ?? 1];
   }
-  return { bindings, overrides: module.overrides, workgroupSize, entryPoints };
+  const overrides = module.overrides.map(({ name, id, rest }) => ({ key: id ? String(module.evaluate(id) ?? id.join('')) : name, name, rest }));
+  return { bindings, overrides, workgroupSize, entryPoints };
 }

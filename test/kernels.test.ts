@@ -52,6 +52,33 @@ describe('override constants', () => {
   });
 });
 
+describe('override constants are checked at the call as WebGPU reads them', () => {
+  it('an @id override is keyed by its id; values must fit its type (integers truncated, booleans taken); the launch runs with them', async () => {
+    const k = ctx.kernel(`@id(7) override a: u32 = 1u; override f = 1.0; override b: bool = false; override s = -3;
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(1) fn main() { out[0] = f32(a); out[1] = f; out[2] = select(0.0, 1.0, b); out[3] = f32(s); }`, { label: 'typed' });
+    expect(k.overrides).toEqual(['7', 'f', 'b', 's']);
+    const s = ctx.createStream({ label: 'typed overrides' });
+    const d = ctx.alloc(16);
+    const launch = (constants: Record<string, number | boolean>): number => s.launch(k, { bindings: [d], workgroups: [1, 1, 1], constants: constants as Record<string, number> });
+    const refused = (constants: Record<string, number | boolean>, message: RegExp): void => {
+      expect(() => launch(constants), JSON.stringify(constants)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'launch', stream: 'typed overrides', message: expect.stringMatching(message) }));
+    };
+    refused({ a: 3 }, /`a` of kernel 'typed' has @id\(7\): WebGPU takes it as `7`/);
+    refused({ 7: -1 }, /`7` \(u32\) to be a finite number from 0 to 4294967295, got `-1`/);
+    refused({ 7: 2 ** 32 }, /\(u32\)/);
+    refused({ s: 2 ** 31 }, /`s` \(i32\) to be a finite number from -2147483648 to 2147483647/);
+    refused({ f: 1e300 }, /`f` \(f32\)/);
+    refused({ f: NaN }, /finite number/);
+    // What WebGPU accepts: 3.9 for a u32 is 3, true for a bool is 1, -7.5 for an i32 is -7.
+    launch({ 7: 3.9, f: 2.5, b: true, s: -7.5 });
+    const out = new Float32Array(4);
+    s.download(d, out);
+    await s.synchronize();
+    expect([...out]).toEqual([3, 2.5, 1, -7]);
+  });
+});
+
 describe('bind group cache', () => {
   it('keeps no buffer alive: buffers launched on and dropped are collected, while a kernel on live buffers reuses its groups and stays right', async () => {
     setFlagsFromString('--expose-gc');

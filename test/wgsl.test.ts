@@ -144,7 +144,7 @@ describe('reflection (minBytes and exact)', () => {
       ['b', 'storage', 32, true],
       ['c', 'read-only-storage', 16, true],
     ]);
-    expect(r.overrides).toEqual(['WG_Y']);
+    expect(r.overrides.map((o) => o.key)).toEqual(['WG_Y']);
     expect(r.entryPoints).toEqual(['main', 'other']);
     expect(r.workgroupSize).toEqual([64, 1, 1]);
     expect(reflectWgsl(wgsl, 'other').workgroupSize).toBeNull(); // depends on an override
