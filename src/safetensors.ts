@@ -4,6 +4,7 @@
  * it: the header says where each tensor is, and `stream.uploadFrom(file, dst, range)` moves it.
  */
 import { InvalidArgumentError, UploadSourceError } from './errors.js';
+import { expectInteger } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
 /** Bytes per element of each safetensors dtype. */
@@ -81,15 +82,16 @@ export class SafetensorsFile {
     return t;
   }
 
-  /** Layer `i`'s tensors (names with `layers.<i>.`, `h.<i>.` or `blocks.<i>.`), in file order. */
+  /** Layer `i`'s tensors (names with `layers.<i>.`, `h.<i>.` or `blocks.<i>.`), in file order; none past the last layer. */
   layer(i: number): TensorInfo[] {
+    expectInteger('i', i, 0, Number.MAX_SAFE_INTEGER, { op: 'safetensors.layer' });
     const re = new RegExp(`(^|\\.)(layers|layer|h|blocks)\\.${i}\\.`);
     return this.tensors.filter((t) => re.test(t.name));
   }
 
   /** The bytes `tensors` span, which must lie back to back in the file: one `uploadFrom` moves them all. */
   span(tensors: readonly TensorInfo[]): { offset: number; size: number } {
-    if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span', { op: 'safetensors' });
+    if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span (a layer() past the last layer has none)', { op: 'safetensors' });
     const sorted = [...tensors].sort((a, b) => a.offset - b.offset);
     for (let k = 1; k < sorted.length; k++) {
       if (sorted[k]!.offset !== sorted[k - 1]!.offset + sorted[k - 1]!.size) throw new InvalidArgumentError(`tensors '${sorted[k - 1]!.name}' and '${sorted[k]!.name}' are not back to back in the file; upload them one by one`, { op: 'safetensors' });

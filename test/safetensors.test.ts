@@ -52,6 +52,10 @@ describe(`safetensors (seed ${seed})`, () => {
       expect(layer1.map((t) => t.name)).toEqual(['layers.1.w', 'layers.1.b']);
       const span = st.span(layer1);
       expect(span.size).toBe(260);
+      // Past the last layer: none (the loop's end); an index that is not one is refused, not made a pattern.
+      expect(st.layer(2)).toEqual([]);
+      expect(() => st.span(st.layer(2))).toThrow(/no tensors to span \(a layer\(\) past the last layer has none\)/);
+      for (const bad of [-1, 1.5, '1|0' as unknown as number]) expect(() => st.layer(bad), String(bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'safetensors.layer' }));
       const dst = ctx.alloc(260, { label: 'layer1' });
       const s = ctx.createStream({ label: 'load' });
       s.uploadFrom(file, dst, span);
