@@ -48,8 +48,8 @@ export interface LaunchOptions {
   bindings: readonly Binding[];
   /** Workgroup counts: x, or [x, y?, z?]. */
   workgroups: number | readonly [number, number?, number?];
-  /** Values for the kernel's `override` constants. */
-  constants?: Record<string, number>;
+  /** Values for the kernel's `override` constants, keyed as `kernel.overrides` lists them (an `@id`, else the name). */
+  constants?: Record<string, number | boolean>;
 }
 
 export type { CopyOptions } from './stream-args.js';

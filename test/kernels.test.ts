@@ -60,7 +60,7 @@ describe('override constants are checked at the call as WebGPU reads them', () =
     expect(k.overrides).toEqual(['7', 'f', 'b', 's']);
     const s = ctx.createStream({ label: 'typed overrides' });
     const d = ctx.alloc(16);
-    const launch = (constants: Record<string, number | boolean>): number => s.launch(k, { bindings: [d], workgroups: [1, 1, 1], constants: constants as Record<string, number> });
+    const launch = (constants: Record<string, number | boolean>): number => s.launch(k, { bindings: [d], workgroups: [1, 1, 1], constants });
     const refused = (constants: Record<string, number | boolean>, message: RegExp): void => {
       expect(() => launch(constants), JSON.stringify(constants)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'launch', stream: 'typed overrides', message: expect.stringMatching(message) }));
     };
