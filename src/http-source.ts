@@ -15,6 +15,9 @@ export interface HttpSourceOptions {
   fetch?: typeof fetch;
 }
 
+/** The response headers that name the version of a file. */
+const VERSION_HEADERS = ['etag', 'last-modified'] as const;
+
 /**
  * Opens `url` for `stream.uploadFrom(source, dst, { offset, size })`. The server must answer HEAD
  * with Content-Length and serve byte ranges (206); one that does not is an UploadSourceError here,
@@ -41,7 +44,7 @@ export async function httpSource(url: string | URL, options: HttpSourceOptions =
   if (head.headers.get('accept-ranges') !== 'bytes') throw new UploadSourceError(`${label} is not served in byte ranges (no Accept-Ranges: bytes); pass the response body to uploadFrom to read it whole`, site);
   // The version opened: each range must come from it (compared, not sent as If-Range: that header
   // would make every cross-origin request a preflighted one).
-  const opened = (['etag', 'last-modified'] as const).map((k) => head.headers.get(k));
+  const opened = VERSION_HEADERS.map((k) => head.headers.get(k));
   return {
     size,
     parallel,
@@ -52,7 +55,7 @@ export async function httpSource(url: string | URL, options: HttpSourceOptions =
       const res = await f(url, { headers: { ...headers, Range: `bytes=${position}-${end}` } });
       if (res.status !== 206) throw new Error(`GET ${label} bytes ${position}-${end} answered ${res.status}, not 206`);
       // Where the server shows them (cross-origin, only if exposed): the version opened, the range asked for.
-      (['etag', 'last-modified'] as const).forEach((k, i) => {
+      VERSION_HEADERS.forEach((k, i) => {
         const was = opened[i], now = res.headers.get(k);
         if (was && now && now !== was) throw new Error(`${label} changed since it was opened (${k} ${was}, now ${now}): open it again`);
       });
