@@ -15,8 +15,9 @@ import type { Context, DeviceBuffer, RandomAccessSource } from 'webgpu-streams';
 import { SafetensorsFile, SlotRing, safetensorsHeader } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
-import { grid, readAt } from '../scenarios/common';
-import { MiB, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
+import { grid } from '../scenarios/common';
+import { rawRead, rawStagedLoads, readsUnderCopies } from './p7-baselines';
+import { MiB, median, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
 import { benchKernels } from '../kernels/index';
 import { balanceIterations } from './balance';
 
@@ -31,9 +32,11 @@ interface Params {
   readers: number;
   /** uploadFrom's reads in flight (openFile's parallel): fewer than the raw readers read faster while the GPU copies out of staging (docs/PERFORMANCE.md). */
   parallel: number;
+  /** Rounds of loads (library, hand-written), raw reads alone and raw reads under copies, in turn. */
+  rounds: number;
 }
-const FULL: Params = { elements: 16 * MiB, layers: 16, sweep: [0.5, 1, 2], maxIterations: 1 << 16, readers: 16, parallel: 8 };
-const QUICK: Params = { elements: 64 * 1024, layers: 8, sweep: [1], maxIterations: 64, readers: 4, parallel: 4 };
+const FULL: Params = { elements: 16 * MiB, layers: 16, sweep: [0.5, 1, 2], maxIterations: 1 << 16, readers: 16, parallel: 8, rounds: 7 };
+const QUICK: Params = { elements: 64 * 1024, layers: 8, sweep: [1], maxIterations: 64, readers: 4, parallel: 4, rounds: 2 };
 
 export const TARGET_P7_RAW = 0.9;
 export const TARGET_P7_MEMCPY = 2;
@@ -46,65 +49,6 @@ const best = (n: number, fn: () => Promise<void> | void): Promise<number> =>
     await fn();
     return performance.now() - t0;
   });
-
-/**
- * Reads [at, at + size) of `src` into plain memory: `parallel` readers, each taking the next 2 MiB
- * of the range into its own 2 MiB array until the range is read (the best a reader pool does).
- */
-async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number): Promise<void> {
-  const chunk = 2 * MiB;
-  let next = 0;
-  const reader = async (): Promise<void> => {
-    const into = new Uint8Array(chunk);
-    for (;;) {
-      const p = next;
-      next += chunk;
-      if (p >= size) return;
-      await readAt(src, into.subarray(0, Math.min(chunk, size - p)), at + p);
-    }
-  };
-  await Promise.all(Array.from({ length: parallel }, reader));
-}
-
-/**
- * The same loads in hand-written WebGPU, without the library: `parallel` reads of 2 MiB in flight
- * into MAP_WRITE staging buffers of a piece each (a piece's parts at once), each unmapped and
- * copied into its slot once read, and mapped again for another piece once its copy completed.
- * Reading into staging while the GPU copies out of it is what a staged upload costs on this host.
- */
-async function rawStagedLoads(device: GPUDevice, src: RandomAccessSource, at: number, layerBytes: number, layers: number, slots: GPUBuffer[], staging: GPUBuffer[], parallel: number): Promise<void> {
-  const piece = staging[0]!.size;
-  const free = [...staging];
-  const waiting: ((b: GPUBuffer) => void)[] = [];
-  const give = (b: GPUBuffer): void => void (waiting.length ? waiting.shift()!(b) : free.push(b));
-  const take = (): Promise<GPUBuffer> => (free.length ? Promise.resolve(free.pop()!) : new Promise((r) => waiting.push(r)));
-  const perLayer = Math.ceil(layerBytes / piece);
-  const pieces = perLayer * layers;
-  const part = 2 * MiB;
-  const copies: Promise<void>[] = [];
-  let next = 0;
-  const reader = async (): Promise<void> => {
-    for (let k = next++; k < pieces; k = next++) {
-      const layer = Math.floor(k / perLayer);
-      const off = (k % perLayer) * piece;
-      const n = Math.min(piece, layerBytes - off);
-      const buf = await take();
-      const view = new Uint8Array(buf.getMappedRange(0, n));
-      const reads: Promise<void>[] = [];
-      for (let a = 0; a < n; a += part) {
-        reads.push(readAt(src, view.subarray(a, Math.min(n, a + part)), at + layer * layerBytes + off + a));
-      }
-      await Promise.all(reads);
-      buf.unmap();
-      const enc = device.createCommandEncoder();
-      enc.copyBufferToBuffer(buf, 0, slots[layer % 2]!, off, n);
-      device.queue.submit([enc.finish()]);
-      copies.push(buf.mapAsync(2 /* GPUMapMode.WRITE */).then(() => give(buf)));
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.round((parallel * part) / piece)) }, reader));
-  await Promise.all(copies);
-}
 
 export const storageGroup: PerfGroup = {
   id: 'storage',
@@ -177,32 +121,47 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     const gCi = grid(n, 'computeIntensive');
     const input = randomF32(seed, n);
 
-    // --- the same loads in hand-written WebGPU (reads into staging, copies out), 8 and 16 reads in flight
+    // --- the same loads in hand-written WebGPU (reads into staging, copies out): the faster of 8 and 16 reads in flight
     progress('P7: loads in hand-written WebGPU', 0.2);
     const rawStaging = Array.from({ length: 12 }, () => ctx.device.createBuffer({ size: piece, usage: 2 /* MAP_WRITE */ | 4 /* COPY_SRC */, mappedAtCreation: true, label: 'p7.raw staging' }));
+    // Host-memory buffers the GPU copies out of, into act[1] (scratch until streaming), while raw reads run.
+    const copyStaging = Array.from({ length: 8 }, () => ctx.device.createBuffer({ size: piece, usage: 2 /* MAP_WRITE */ | 4 /* COPY_SRC */, label: 'p7.copy traffic' }));
     const rawLoads = (parallel: number): Promise<void> => rawStagedLoads(ctx.device, file, spans[0]!.offset, bytes, L, slots.map((x) => x.buffer), rawStaging, parallel);
     await rawLoads(p.parallel);
     const rawStaged = new Map<number, number>();
     for (const par of new Set([p.parallel, p.readers])) rawStaged.set(par, await best(2, () => rawLoads(par)));
-    for (const b of rawStaging) b.destroy();
-    const [rawPar, rawMs] = [...rawStaged].reduce((x, y) => (y[1] < x[1] ? y : x));
-    const rawGBs = total / rawMs / 1e6;
+    const rawPar = [...rawStaged].reduce((x, y) => (y[1] < x[1] ? y : x))[0];
 
-    // --- loads alone: every layer from the file into the slots, nothing else
-    progress('P7: loads alone (uploadFrom of every layer)', 0.25);
+    // --- loads alone (every layer from the file into the slots, nothing else), hand-written
+    // loads, raw reads alone, and raw reads while the GPU copies at the rate the 0.90 target
+    // needs, in rounds: the host's read rate drifts, so each is compared within its round.
+    progress('P7: loads alone (uploadFrom of every layer), beside hand-written loads and raw reads', 0.25);
     const loadsOnce = async (): Promise<void> => {
       for (let i = 0; i < L; i++) load.uploadFrom(file, slots[i % 2]!, spans[i]!);
       await load.synchronize();
     };
     await loadsOnce(); // warm: the staging ring, the file in the page cache
-    // Loads alone and raw reads in turn (the host's read rate drifts): best of each.
-    let loadsMs = Infinity;
-    for (let i = 0; i < 2; i++) {
-      loadsMs = Math.min(loadsMs, await best(1, loadsOnce));
-      readPar = Math.min(readPar, await best(1, () => rawRead(file, spans[0]!.offset, total, p.readers)));
+    const rounds: { lib: number; hand: number; read: number; under: { readGBs: number; copyGBs: number } }[] = [];
+    for (let i = 0; i < p.rounds; i++) {
+      const lib = await best(1, loadsOnce);
+      const hand = await best(1, () => rawLoads(rawPar));
+      const read = await best(1, () => rawRead(file, spans[0]!.offset, total, p.readers));
+      const under = await readsUnderCopies(ctx.device, file, spans[0]!.offset, total, p.readers, copyStaging, act[1]!.buffer, TARGET_P7_RAW * (total / read / 1e6));
+      rounds.push({ lib, hand, read, under });
     }
+    await ctx.device.queue.onSubmittedWorkDone();
+    for (const b of [...rawStaging, ...copyStaging]) b.destroy();
+    const loadsMs = Math.min(...rounds.map((r) => r.lib));
+    const rawMs = Math.min(rawStaged.get(rawPar)!, ...rounds.map((r) => r.hand));
+    readPar = Math.min(readPar, ...rounds.map((r) => r.read));
     const loadGBs = total / loadsMs / 1e6;
     const parGBs = total / readPar / 1e6;
+    const rawGBs = total / rawMs / 1e6;
+    // Paired within rounds: the library over the hand-written loader, and reads under copies over reads alone.
+    const libOverHand = median(rounds.map((r) => r.hand / r.lib));
+    const underOfAlone = median(rounds.map((r) => r.under.readGBs / (total / r.read / 1e6)));
+    const underReadGBs = median(rounds.map((r) => r.under.readGBs));
+    const underCopyGBs = median(rounds.map((r) => r.under.copyGBs));
     // The slots hold the last two layers: check them against the file.
     for (const i of [L - 2, L - 1]) {
       const got = new Float32Array(n);
@@ -338,6 +297,12 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     const ofMemcpy = loadGBs / memcpyGBs;
     const growth = peak.heap + peak.external;
     const allowed = ring + 2 * piece;
+    // A staged upload at T reads at T while the GPU copies at T; copy traffic never speeds reads up,
+    // so reads below the target's rate under copies at (at most) that rate rule the target out here.
+    const askedGBs = TARGET_P7_RAW * parGBs;
+    const underText =
+      `what a staged upload can reach here: raw reads (${p.readers} readers) while the GPU copies staging out at ${TARGET_P7_RAW} of reads alone (asked ~${num(askedGBs)} GB/s, copied ${num(underCopyGBs)} GB/s) ran at ${num(underReadGBs)} GB/s = ${num(underOfAlone)} of reads alone (paired by round)` +
+      (underOfAlone < TARGET_P7_RAW ? `: below ${TARGET_P7_RAW}, so no staged upload reaches ${TARGET_P7_RAW} of raw reads on this host` : `: ${TARGET_P7_RAW} is within reach of a staged upload here`);
     const fileText = `${L} layers x ${sizeText(bytes)} = ${sizeText(total)} (4x the ${sizeText(budget)} device budget: 2 slots + 2 activations)`;
     metrics.push(
       metric(ctx, {
@@ -350,8 +315,9 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
         detail:
           `${fileText}, file in the page cache: uploadFrom ${num(loadGBs)} GB/s (${num(loadsMs)} ms, ${p.parallel} reads in flight); raw reads into plain memory ${num(parGBs)} GB/s with ${p.readers} readers (${files.readThreads} read threads), ${num(oneGBs)} GB/s with one; ` +
           `JS memcpy (one thread) ${num(memcpyGBs)} GB/s: ${num(ofRaw)} of parallel reads, ${num(ofMemcpy)}x memcpy; ` +
-          `hand-written WebGPU, reading into staging while the GPU copies out of it: ${num(rawGBs)} GB/s (best of ${[...rawStaged.keys()].join(' and ')} reads in flight: ${rawPar}), library / hand-written ${num(loadGBs / rawGBs)}`,
-        figures: { seed, layers: L, layerBytes: bytes, loadMs: round(loadsMs), loadGBs: round(loadGBs), rawParallelGBs: round(parGBs), rawOneGBs: round(oneGBs), memcpyGBs: round(memcpyGBs), parallel: p.parallel, readers: p.readers, rawStagedGBs: round(rawGBs), rawStagedParallel: rawPar, readThreads: files.readThreads, ofMemcpy: round(ofMemcpy) },
+          `hand-written WebGPU, reading into staging while the GPU copies out of it: ${num(rawGBs)} GB/s (best of ${[...rawStaged.keys()].join(' and ')} reads in flight: ${rawPar}), library / hand-written ${num(libOverHand)} (paired over ${p.rounds} rounds); ` +
+          underText,
+        figures: { seed, layers: L, layerBytes: bytes, loadMs: round(loadsMs), loadGBs: round(loadGBs), rawParallelGBs: round(parGBs), rawOneGBs: round(oneGBs), memcpyGBs: round(memcpyGBs), parallel: p.parallel, readers: p.readers, rawStagedGBs: round(rawGBs), rawStagedParallel: rawPar, libOverHandWritten: round(libOverHand), readsUnderCopiesGBs: round(underReadGBs), copiesMeanwhileGBs: round(underCopyGBs), readsUnderCopiesOfAlone: round(underOfAlone), rounds: p.rounds, readThreads: files.readThreads, ofMemcpy: round(ofMemcpy) },
         checks,
         seed,
       }),
