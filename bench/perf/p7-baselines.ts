@@ -15,8 +15,9 @@ const MiB = 1024 * 1024;
 export async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number): Promise<void> {
   const chunk = 2 * MiB;
   let next = 0;
-  const reader = async (): Promise<void> => {
-    const into = new Uint8Array(chunk);
+  while (readerArrays.length < parallel) readerArrays.push(new Uint8Array(chunk));
+  const reader = async (r: number): Promise<void> => {
+    const into = readerArrays[r]!;
     for (;;) {
       const p = next;
       next += chunk;
@@ -24,8 +25,11 @@ export async function rawRead(src: RandomAccessSource, at: number, size: number,
       await readAt(src, into.subarray(0, Math.min(chunk, size - p)), at + p);
     }
   };
-  await Promise.all(Array.from({ length: parallel }, reader));
+  await Promise.all(Array.from({ length: parallel }, (_, r) => reader(r)));
 }
+
+/** The readers' arrays, kept across calls: new ones per call would leave the timed runs after them garbage to collect. */
+const readerArrays: Uint8Array[] = [];
 
 /**
  * The same loads in hand-written WebGPU, without the library: `parallel` reads of 2 MiB in flight

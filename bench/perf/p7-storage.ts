@@ -236,6 +236,8 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       }
       return performance.now() - t0;
     };
+    // The baselines' garbage (mapped ranges, read arrays) collected now, not in the streaming runs.
+    opts.heap?.collect();
     const rows: { ratio: number; iterations: number; ms: number; computeMs: number; loadsMs: number; bound: number; oneQueue: number }[] = [];
     ctx.memory.resetPeak();
     for (const [si, r] of p.sweep.entries()) {
