@@ -48,8 +48,8 @@ interface Params {
   minChunkBytes: number;
   maxChunkBytes: number;
   ring: number;
-  /** Designs tried besides one chunk per flush on `ring` slots: chunks per flush and ring depth. */
-  designs: { batch: number; ring: number; edges?: boolean }[];
+  /** Designs tried besides one chunk per flush on `ring` slots: chunks per flush and ring depth (see ChunkPlan). */
+  designs: { batch: number; ring: number; edges?: boolean; grouped?: boolean }[];
   /** Levels of ramped ends to try besides uniform chunks (see makePlan). */
   ramp: number;
   repeats: number;
@@ -76,6 +76,8 @@ const FULL: Params = {
     { batch: 2, ring: 6 },
     { batch: 4, ring: 8 },
     { batch: 4, ring: 8, edges: true },
+    { batch: 2, ring: 6, grouped: true },
+    { batch: 4, ring: 8, edges: true, grouped: true },
   ],
   ramp: 3,
   // 9: on shared hosts single runs of both pipelines stall by tens of ms now and then; the median skips them.
@@ -98,6 +100,7 @@ const QUICK: Params = {
     { batch: 1, ring: 3 },
     { batch: 2, ring: 4 },
     { batch: 2, ring: 4, edges: true },
+    { batch: 2, ring: 4, edges: true, grouped: true },
   ],
   ramp: 2,
   repeats: 2,
@@ -282,7 +285,7 @@ export const overlapGroup: PerfGroup = {
         for (const c of counts) {
           for (const ramp of [0, p.ramp]) {
             for (const d of p.designs) {
-            const plan = withBatch(makePlan(n, c, p.ring, iterations, ramp), d.batch, d.ring, d.edges);
+            const plan = withBatch(makePlan(n, c, p.ring, iterations, ramp), d.batch, d.ring, d.edges, d.grouped);
             if (ramp > 0 && plan.chunks.length === c) continue; // too small to ramp
             if (d.batch > 1 && plan.chunks.length < 2 * d.batch) continue;
             progress(`P1 ${sizeText(bytes)}: trying ${planText(plan)}`, frac);

@@ -45,13 +45,20 @@ export interface ChunkPlan {
    * starts after one chunk's fill and has only one chunk left after the last fill.
    */
   edges?: boolean;
+  /**
+   * With `batch` > 1: the group's host copies (fills and read-outs) first, then its enqueues back
+   * to back, so the calls after the first run with warm caches (a copy of a few MiB between two
+   * calls evicts them). Its ranges stay attached until the enqueues.
+   */
+  grouped?: boolean;
 }
 
 /** `plan` with `batch` chunks per flush and a ring of `ring` slots; the label says so. */
-export function withBatch(plan: ChunkPlan, batch: number, ring: number, edges = false): ChunkPlan {
+export function withBatch(plan: ChunkPlan, batch: number, ring: number, edges = false, grouped = false): ChunkPlan {
   if (batch <= 1 && ring === plan.ring) return plan;
   const e = edges && batch > 1;
-  return { ...plan, chunks: [...plan.chunks], ring, batch, edges: e, label: `${plan.label}${batch > 1 ? `, ${batch} per submit${e ? ' (single at the ends)' : ''}` : ''}` };
+  const g = grouped && batch > 1;
+  return { ...plan, chunks: [...plan.chunks], ring, batch, edges: e, grouped: g, label: `${plan.label}${batch > 1 ? `, ${batch} per submit${e ? ' (single at the ends)' : ''}${g ? ', copies then calls' : ''}` : ''}` };
 }
 
 /** The plan in words, ring included: `64 x 16 MiB, ends ramped to 2 MiB, 2 per submit, ring 6`. */
@@ -232,6 +239,20 @@ export class LibPipeline {
       // the kernel and the download. Each enqueue hands its pinned buffer's mapped range back at
       // once, so one is attached at a time: V8 counts each as external memory and starts a major
       // GC whenever that grows 64 MiB above its low point (docs/PERFORMANCE.md).
+      if (this.plan.grouped) {
+        for (let k = k0; k < k1; k++) {
+          const slot = this.slots[k % ring]!;
+          const off = this.offsets[k]!;
+          const a = now();
+          slot.up.f32.set(src.subarray(off, off + chunks[k]!));
+          const b = now();
+          st.fill += b - a;
+          if (slot.pending >= 0) {
+            this.#readOut(slot, out);
+            st.read += now() - b;
+          }
+        }
+      }
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;
@@ -240,7 +261,7 @@ export class LibPipeline {
         const s = slot.stream;
         const size = ce * 4;
         let a = now();
-        slot.up.f32.set(src.subarray(off, off + ce));
+        if (!this.plan.grouped) slot.up.f32.set(src.subarray(off, off + ce));
         let b = now();
         st.fill += b - a;
         s.upload(slot.up, din, { size });
@@ -509,22 +530,32 @@ export class RawPipeline {
         if (tl) tl[k] = [k, performance.now() - t0, 0, 0];
       }
       const enc = device.createCommandEncoder();
+      // The order of LibPipeline.run: fill the upload, then read the previous result out, chunk by
+      // chunk, or (grouped) the group's copies first, then its calls.
+      const grouped = this.plan.grouped ?? false;
+      const fill = (slot: RawSlot, k: number): void => {
+        const a = performance.now();
+        const off = this.offsets[k]!;
+        new Float32Array(slot.up.getMappedRange(0, chunks[k]! * 4)).set(src.subarray(off, off + chunks[k]!));
+        st.fill += performance.now() - a;
+      };
+      if (grouped) {
+        for (let k = k0; k < k1; k++) {
+          const slot = this.slots[k % ring]!;
+          fill(slot, k);
+          if (slot.pending >= 0) readOut(slot);
+        }
+      }
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
-        const ce = chunks[k]!;
-        const off = this.offsets[k]!;
-        const cb = ce * 4;
-        // The order of LibPipeline.run: fill the upload, then read the previous result out.
-        const a = performance.now();
-        new Float32Array(slot.up.getMappedRange(0, cb)).set(src.subarray(off, off + ce));
+        if (!grouped) fill(slot, k);
         const b = performance.now();
-        st.fill += b - a;
         slot.up.unmap();
         st.calls += performance.now() - b;
         if (slot.pending >= 0) readOut(slot);
         const c = performance.now();
         if (tl) tl[k]![2] = c - t0;
-        this.#encodeChunk(enc, slot, ce);
+        this.#encodeChunk(enc, slot, chunks[k]!);
         st.calls += performance.now() - c;
       }
       const d = performance.now();

@@ -17,8 +17,8 @@ describe('overlapped pipeline designs', () => {
   const n = 16 * 1024;
   const src = randomF32(0x5eed, n);
   const cache = new Map<number, number>();
-  const designs: [number, number, number, number, boolean][] = [
-    // chunks, ring, batch, ramp levels, single chunks at the ends
+  const designs: [number, number, number, number, boolean, boolean?][] = [
+    // chunks, ring, batch, ramp levels, single chunks at the ends, a group's copies before its calls
     [8, 4, 1, 0, false],
     [8, 6, 2, 0, false],
     [8, 8, 4, 0, false],
@@ -26,10 +26,12 @@ describe('overlapped pipeline designs', () => {
     [16, 4, 2, 2, true],
     [16, 3, 3, 0, true],
     [4, 8, 4, 0, false],
+    [8, 6, 2, 0, false, true],
+    [16, 8, 4, 2, true, true],
   ];
-  for (const [chunks, ring, batch, ramp, edges] of designs) {
-    it(`${chunks} chunks, ring ${ring}, ${batch} per flush${edges ? ', single at the ends' : ''}${ramp ? `, ramp ${ramp}` : ''}`, async () => {
-      const plan = withBatch(makePlan(n, chunks, 4, 3, ramp), batch, ring, edges);
+  for (const [chunks, ring, batch, ramp, edges, grouped] of designs) {
+    it(`${chunks} chunks, ring ${ring}, ${batch} per flush${edges ? ', single at the ends' : ''}${ramp ? `, ramp ${ramp}` : ''}${grouped ? ', copies then calls' : ''}`, async () => {
+      const plan = withBatch(makePlan(n, chunks, 4, 3, ramp), batch, ring, edges, grouped);
       const pipe = new LibPipeline(ctx, plan, 'design');
       const raw = new RawPipeline(ctx, plan);
       try {
