@@ -67,7 +67,7 @@ interface Params {
 
 const FULL: Params = {
   sizes: [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB],
-  chunkCounts: [8, 16, 32, 64],
+  chunkCounts: [4, 8, 16, 32, 64],
   minChunkBytes: 256 * 1024,
   maxChunkBytes: 32 * MiB,
   ring: 4,
