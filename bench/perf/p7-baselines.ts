@@ -10,19 +10,21 @@ const MiB = 1024 * 1024;
 
 /**
  * Reads [at, at + size) of `src` into plain memory: `parallel` readers, each taking the next 2 MiB
- * of the range into its own 2 MiB array until the range is read (the best a reader pool does).
+ * of the range into its own 2 MiB array until the range is read (the best a reader pool does: the
+ * arrays stay in the CPU's caches), or, given `whole` (`size` bytes, touched), each 2 MiB into its
+ * own place in it, as a loader that keeps what it read.
  */
-export async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number): Promise<void> {
+export async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number, whole?: Uint8Array): Promise<void> {
   const chunk = 2 * MiB;
   let next = 0;
   while (readerArrays.length < parallel) readerArrays.push(new Uint8Array(chunk));
   const reader = async (r: number): Promise<void> => {
-    const into = readerArrays[r]!;
     for (;;) {
       const p = next;
       next += chunk;
       if (p >= size) return;
-      await readAt(src, into.subarray(0, Math.min(chunk, size - p)), at + p);
+      const n = Math.min(chunk, size - p);
+      await readAt(src, whole ? whole.subarray(p, p + n) : readerArrays[r]!.subarray(0, n), at + p);
     }
   };
   await Promise.all(Array.from({ length: parallel }, (_, r) => reader(r)));
