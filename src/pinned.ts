@@ -15,9 +15,22 @@ import { joinHost } from './clock.js';
 /**
  * Each view handed out keeps its pinned buffer (and so its GPUBuffer) alive: Dawn's Node binding
  * frees a collected buffer's memory under a mapped range still in use (a crash on the next access).
- * Keyed by the views, not the range: the binding holds each mapped range itself while mapped.
+ * The view itself holds it, in a private field no user code sees (a WeakMap entry per view cost ten
+ * times as much, and views are made anew after every map). Not the range: the binding holds each
+ * mapped range itself while mapped.
  */
-const viewOwners = new WeakMap<ArrayBufferView, PinnedBuffer>();
+class Stamp {
+  constructor(o: object) {
+    return o as Stamp;
+  }
+}
+class OwnedView extends Stamp {
+  readonly #owner: PinnedBuffer;
+  constructor(view: ArrayBufferView, owner: PinnedBuffer) {
+    super(view);
+    this.#owner = owner;
+  }
+}
 
 /** The mapped range and the views made of it so far (each made on first use). */
 interface Views {
@@ -310,7 +323,7 @@ export class PinnedBuffer {
   }
 
   #own<T extends ArrayBufferView>(view: T): T {
-    viewOwners.set(view, this);
+    new OwnedView(view, this);
     return view;
   }
 
