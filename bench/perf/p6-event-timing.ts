@@ -1,7 +1,8 @@
 /**
  * P6: `elapsedTime` between two timing events around a calibrated sleep kernel vs the raw
  * timestamp-query duration of the same kernel measured by hand (a compute pass with
- * `timestampWrites`, resolved and mapped), interleaved, timestamp quantization off.
+ * `timestampWrites`, resolved and mapped), interleaved (each after an untimed run of itself, each
+ * first equally often), timestamp quantization off.
  */
 import type { Context } from 'webgpu-streams';
 import { sleepStep } from '../reference';
@@ -111,6 +112,9 @@ export const eventTimingGroup: PerfGroup = {
             },
           },
           p.repeats,
+          1,
+          1, // settle: each timed run right after an untimed one of its own, so the GPU's clock is up for both
+          true, // rotate: each goes first equally often, so a clock that follows the order favors neither
         );
         // Both data buffers went through every launch: check them bit-exactly.
         const read = async (buf: GPUBuffer): Promise<Uint32Array> => {
