@@ -83,7 +83,8 @@ const FULL: Params = {
   // 9: on shared hosts single runs of both pipelines stall by tens of ms now and then; the median skips them.
   repeats: 9,
   moreRepeats: [
-    [64 * MiB, 21],
+    [16 * MiB, 61],
+    [64 * MiB, 41],
     [256 * MiB, 13],
   ],
   probeIterations: 256,
