@@ -15,9 +15,10 @@ import { joinHost } from './clock.js';
 /**
  * Each view handed out keeps its pinned buffer (and so its GPUBuffer) alive: Dawn's Node binding
  * frees a collected buffer's memory under a mapped range still in use (a crash on the next access).
- * The view itself holds it, in a private field no user code sees (a WeakMap entry per view cost ten
- * times as much, and views are made anew after every map). Not the range: the binding holds each
- * mapped range itself while mapped.
+ * The view itself holds it, in a private field no user code sees (cheaper than a WeakMap entry per
+ * view, and views are made anew after every map). Not the range: the binding holds each mapped range
+ * itself while mapped. A base class whose constructor returns its argument lets a subclass add a
+ * private field to any object.
  */
 class Stamp {
   constructor(o: object) {

@@ -239,6 +239,7 @@ export class LibPipeline {
       // the kernel and the download. Each enqueue hands its pinned buffer's mapped range back at
       // once, so one is attached at a time: V8 counts each as external memory and starts a major
       // GC whenever that grows 64 MiB above its low point (docs/PERFORMANCE.md).
+      // Grouped (ChunkPlan.grouped): the group's fills and read-outs first, its ranges attached until its enqueues.
       if (this.plan.grouped) {
         for (let k = k0; k < k1; k++) {
           const slot = this.slots[k % ring]!;
