@@ -48,8 +48,8 @@ export class Kernel {
   readonly #module: GPUShaderModule;
   readonly #pipelineLayout: GPUPipelineLayout;
   readonly #pipelines = new Map<string, PipelineEntry>();
-  /** Each override by its key: its name, and its WGSL type where the declaration says it. */
-  readonly #overrideInfo: Map<string, { name: string; type: string | undefined }>;
+  /** Each override by its key: its name, its WGSL type where the declaration says it, and the values that type holds. */
+  readonly #overrideInfo: Map<string, { name: string; type: string | undefined; range: readonly [number, number] }>;
   /** The last one-constant launch's constant and pipeline. */
   #last: { name: string; value: number; entry: PipelineEntry } | null = null;
   /** Bind groups by their resources, a level per resource: weak, so a cached group keeps no buffer alive. */
@@ -77,7 +77,12 @@ export class Kernel {
     }
     this.bindings = info.bindings;
     this.overrides = info.overrides.map((o) => o.key);
-    this.#overrideInfo = new Map(info.overrides.map((o) => [o.key, { name: o.name, type: overrideType(o.rest) }]));
+    this.#overrideInfo = new Map(
+      info.overrides.map((o) => {
+        const type = overrideType(o.rest);
+        return [o.key, { name: o.name, type, range: (type && OVERRIDE_RANGE[type]) || ANY_NUMBER }];
+      }),
+    );
     this.workgroupSize = info.workgroupSize;
     this.#device = device;
     // Compile errors go to this kernel's own scope, reported on its launches, never to the device.
@@ -202,7 +207,7 @@ export class Kernel {
       if (typeof v === 'boolean') bools = true;
       const x = typeof v === 'boolean' ? Number(v) : v;
       const t = o.type;
-      const [lo, hi] = t === 'u32' ? [0, 4294967295] : t === 'i32' ? [-2147483648, 2147483647] : t === 'f32' ? [-3.4028234663852886e38, 3.4028234663852886e38] : t === 'f16' ? [-65504, 65504] : [-Infinity, Infinity];
+      const [lo, hi] = o.range;
       const y = t === 'u32' || t === 'i32' ? Math.trunc(x as number) : x;
       if (typeof y !== 'number' || !Number.isFinite(y) || y < lo || y > hi) throw new InvalidArgumentError(`Expected override \`${k}\`${t ? ` (${t})` : ''} to be a finite number${t && t !== 'bool' ? ` from ${lo} to ${hi}` : ''}, got \`${String(v)}\``, site);
     }
@@ -210,6 +215,15 @@ export class Kernel {
     return bools ? Object.fromEntries(Object.entries(constants).map(([k, v]) => [k, Number(v)])) : (constants as Record<string, number>);
   }
 }
+
+/** The values an override of each numeric WGSL type holds (WebGPU converts the double it is given). */
+const OVERRIDE_RANGE: Record<string, readonly [number, number]> = {
+  u32: [0, 4294967295],
+  i32: [-2147483648, 2147483647],
+  f32: [-3.4028234663852886e38, 3.4028234663852886e38],
+  f16: [-65504, 65504],
+};
+const ANY_NUMBER: readonly [number, number] = [-Infinity, Infinity];
 
 /** An override's WGSL type from the tokens after its name: declared (`: u32`), or its initializer's literal (4u, 4i or 4, 1.0 or 1f, 1h, true); undefined otherwise. */
 function overrideType(rest: readonly string[]): string | undefined {
