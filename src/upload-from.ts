@@ -39,8 +39,9 @@ export interface UploadFromOptions {
   /** Byte offset in `dst`, a multiple of 4. @default 0 */
   dstOffset?: number;
   /**
-   * Pinned staging buffers (8 MiB pieces) this transfer may use: reads run that far ahead of the
-   * GPU's copies, which queue behind earlier kernels on WebGPU's one queue. @default 4
+   * Pinned staging buffers (8 MiB pieces; one of the transfer's size, rounded up to a power of two,
+   * below that) this transfer may use: reads run that far ahead of the GPU's copies, which queue
+   * behind earlier kernels on WebGPU's one queue. @default 4
    */
   ring?: number;
 }
@@ -48,7 +49,8 @@ export interface UploadFromOptions {
 /** The ring's buffers: taken for a transfer, given back after it. */
 export interface StagingRing {
   readonly pieceBytes: number;
-  take(): PinnedBuffer;
+  /** A buffer for a piece of `bytes` (at most `pieceBytes`; @default pieceBytes). */
+  take(bytes?: number): PinnedBuffer;
   give(p: PinnedBuffer): void;
 }
 
@@ -220,7 +222,7 @@ function fail(t: Transfer, message: string, cause?: unknown): UploadSourceError 
 export async function slot(t: Transfer, k: number): Promise<PinnedBuffer> {
   while (k - t.ringSize >= t.copied && !t.stopped) await new Promise<void>((r) => (t.onCopied = r));
   const i = k % t.ringSize;
-  if (i === t.taken.length) t.taken.push(t.ring.take());
+  if (i === t.taken.length) t.taken.push(t.ring.take(t.size !== null && t.size > 0 ? Math.min(t.size, t.ring.pieceBytes) : t.ring.pieceBytes));
   const p = t.taken[i]!;
   await p.ready();
   return p;

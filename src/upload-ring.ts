@@ -1,6 +1,7 @@
 /**
  * `uploadFrom`'s staging ring: pinned upload buffers of 8 MiB (less where the device's buffers are
- * smaller), counted in `memory.staging`. Free ones are kept for the next transfer: at least 24 (three
+ * smaller), or for a transfer under that, one of its size rounded up to a power of two (64 KiB at
+ * least), counted in `memory.staging`. Free ones are kept for the next transfer: at least 24 (three
  * rings of 8 per stream: one copying, one read ahead, one reading), and as many as were ever in use
  * at once up to `stagingPoolBytes`, so a workload that repeats never creates (maps and zeroes)
  * buffers again, and a burst of transfers long past does not keep its pinned memory.
@@ -9,9 +10,13 @@ import type { MemoryStats } from './memory.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import type { StagingRing } from './upload-from.js';
 
+/** The smallest staging buffer a small transfer takes. */
+const MIN_BYTES = 64 * 1024;
+
 export class UploadRing implements StagingRing {
   readonly pieceBytes: number;
-  readonly #free: PinnedBuffer[] = [];
+  /** Free buffers by size: whole pieces, and the powers of two below one. */
+  readonly #free = new Map<number, PinnedBuffer[]>();
   #closed = false;
   /** Buffers taken since the last trim and not given back (only these are kept when they are), and the most there were. */
   readonly #taken = new Set<PinnedBuffer>();
@@ -32,11 +37,18 @@ export class UploadRing implements StagingRing {
     this.#maxFree = Math.floor(maxFreeBytes / this.pieceBytes);
   }
 
-  take(): PinnedBuffer {
-    let p = this.#free.pop();
+  /** The size of buffer a transfer of `bytes` takes: a whole piece, or the power of two that holds a smaller one. */
+  sizeFor(bytes: number): number {
+    return bytes >= this.pieceBytes ? this.pieceBytes : Math.min(this.pieceBytes, Math.max(MIN_BYTES, 2 ** Math.ceil(Math.log2(bytes))));
+  }
+
+  /** A free buffer of `sizeFor(bytes)`, or a new one. */
+  take(bytes = this.pieceBytes): PinnedBuffer {
+    const size = this.sizeFor(bytes);
+    let p = this.#free.get(size)?.pop();
     if (!p) {
-      this.memory.staging += this.pieceBytes;
-      p = new PinnedBuffer(this.host, this.pieceBytes, 'upload', `${this.host.label} uploadFrom staging`);
+      this.memory.staging += size;
+      p = new PinnedBuffer(this.host, size, 'upload', `${this.host.label} uploadFrom staging`);
       p.internal = true;
     }
     this.#out++;
@@ -46,7 +58,9 @@ export class UploadRing implements StagingRing {
   }
 
   give(p: PinnedBuffer): void {
-    if (this.#taken.delete(p) && !this.#closed && this.#free.length < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) this.#free.push(p);
+    let free = this.#free.get(p.size);
+    if (!free) this.#free.set(p.size, (free = []));
+    if (this.#taken.delete(p) && !this.#closed && free.length < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) free.push(p);
     else this.#drop(p);
     if (--this.#out === 0) this.#drained?.();
   }
@@ -55,7 +69,7 @@ export class UploadRing implements StagingRing {
   trim(): void {
     this.#taken.clear();
     this.#peakInUse = 0;
-    for (const p of this.#free.splice(0)) this.#drop(p);
+    this.#dropFree();
   }
 
   /**
@@ -65,12 +79,16 @@ export class UploadRing implements StagingRing {
    */
   close(): Promise<void> | null {
     this.#closed = true;
-    for (const p of this.#free.splice(0)) this.#drop(p);
+    this.#dropFree();
     return this.#out === 0 ? null : new Promise<void>((r) => (this.#drained = r));
+  }
+
+  #dropFree(): void {
+    for (const free of this.#free.values()) for (const p of free.splice(0)) this.#drop(p);
   }
 
   #drop(p: PinnedBuffer): void {
     p.destroy();
-    this.memory.staging -= this.pieceBytes;
+    this.memory.staging -= p.size;
   }
 }

@@ -133,6 +133,31 @@ describe(`uploadFrom (seed ${seed})`, () => {
     }
   });
 
+  it('a transfer under a piece takes staging of its size rounded up to a power of two, not a whole 8 MiB piece', async () => {
+    const own = await gpuContext();
+    try {
+      const n = 4 * int(16 << 10, 40 << 10); // 64-160 KiB
+      const data = bytesOf(n);
+      const path = fileOf(`small-${seed}.bin`, data);
+      const file = await openFile(path);
+      const dst = own.alloc(n, { label: 'small dst' });
+      const s = own.createStream({ label: 'small' });
+      s.uploadFrom(file, dst);
+      s.uploadFrom(readable(data), dst, { size: n });
+      await s.synchronize();
+      await file.close();
+      const want = Math.max(64 << 10, 2 ** Math.ceil(Math.log2(n)));
+      // One buffer of that size, two if the second transfer took its own before the first gave one back.
+      expect([want, 2 * want], `staging for ${n} bytes (seed ${seed})`).toContain(own.memory.staging);
+      const back = new Uint8Array(n);
+      s.download(dst, back);
+      await s.synchronize();
+      expect(firstDiff(back, data), `seed ${seed}`).toBe(-1);
+    } finally {
+      own.destroy();
+    }
+  });
+
   it('a source that ends early, errors midway, or is longer than the destination fails that op alone, typed; nothing leaks', async () => {
     const staging = ctx.memory.staging;
     const other = ctx.createStream({ label: 'other', nonBlocking: true });
