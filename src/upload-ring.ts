@@ -17,6 +17,8 @@ export class UploadRing implements StagingRing {
   readonly pieceBytes: number;
   /** Free buffers by size: whole pieces, and the powers of two below one. */
   readonly #free = new Map<number, PinnedBuffer[]>();
+  /** Free buffers, all sizes. */
+  #freeCount = 0;
   #closed = false;
   /** Buffers taken since the last trim and not given back (only these are kept when they are), and the most there were. */
   readonly #taken = new Set<PinnedBuffer>();
@@ -46,7 +48,8 @@ export class UploadRing implements StagingRing {
   take(bytes = this.pieceBytes): PinnedBuffer {
     const size = this.sizeFor(bytes);
     let p = this.#free.get(size)?.pop();
-    if (!p) {
+    if (p) this.#freeCount--;
+    else {
       this.memory.staging += size;
       p = new PinnedBuffer(this.host, size, 'upload', `${this.host.label} uploadFrom staging`);
       p.internal = true;
@@ -58,10 +61,12 @@ export class UploadRing implements StagingRing {
   }
 
   give(p: PinnedBuffer): void {
-    let free = this.#free.get(p.size);
-    if (!free) this.#free.set(p.size, (free = []));
-    if (this.#taken.delete(p) && !this.#closed && free.length < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) free.push(p);
-    else this.#drop(p);
+    if (this.#taken.delete(p) && !this.#closed && this.#freeCount < Math.max(24, Math.min(this.#peakInUse, this.#maxFree))) {
+      let free = this.#free.get(p.size);
+      if (!free) this.#free.set(p.size, (free = []));
+      free.push(p);
+      this.#freeCount++;
+    } else this.#drop(p);
     if (--this.#out === 0) this.#drained?.();
   }
 
@@ -85,6 +90,7 @@ export class UploadRing implements StagingRing {
 
   #dropFree(): void {
     for (const free of this.#free.values()) for (const p of free.splice(0)) this.#drop(p);
+    this.#freeCount = 0;
   }
 
   #drop(p: PinnedBuffer): void {
