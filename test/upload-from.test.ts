@@ -410,9 +410,10 @@ describe(`uploadFrom (seed ${seed})`, () => {
   });
 
   it.each([
-    ['by default', undefined, 0],
-    ['stagingPoolBytes 0 keeps the 24 only', 0, 2],
-  ] as const)('keeps as many free staging buffers as were ever in use at once, up to stagingPoolBytes (%s)', async (_, stagingPoolBytes, again) => {
+    ['by default', undefined, 0, false],
+    ['stagingPoolBytes 0 keeps the 24 only', 0, 2, false],
+    ['stagingPoolBytes 0 keeps 24 across two sizes', 0, 2, true],
+  ] as const)('keeps as many free staging buffers as were ever in use at once, up to stagingPoolBytes (%s)', async (_, stagingPoolBytes, again, twoSizes) => {
     const c = await gpuContext(stagingPoolBytes === undefined ? {} : { stagingPoolBytes });
     const device = c.device;
     const create = device.createBuffer.bind(device);
@@ -427,9 +428,10 @@ describe(`uploadFrom (seed ${seed})`, () => {
           const st = c.createStream({ label: `held ${s}`, nonBlocking: true });
           st.hostFn(() => new Promise<void>((res) => gates.push(res)));
           for (let j = 0; j < 2; j++) {
-            const data = bytesOf(64);
-            const dst = c.alloc(64, { label: `dst ${s}.${j}` });
-            st.uploadFrom({ size: 64, read: async (into: Uint8Array, at: number) => (into.set(data.subarray(at, at + into.byteLength)), into.byteLength) }, dst);
+            const n = twoSizes && j === 1 ? 100 << 10 : 64; // 64 KiB and 128 KiB staging buffers
+            const data = bytesOf(n);
+            const dst = c.alloc(n, { label: `dst ${s}.${j}` });
+            st.uploadFrom({ size: n, read: async (into: Uint8Array, at: number) => (into.set(data.subarray(at, at + into.byteLength)), into.byteLength) }, dst);
             runs.push([st, dst, data]);
           }
         }
