@@ -286,7 +286,8 @@ export class PinnedBuffer {
     this.state = 'mapped';
     this.#views = null;
     this.#settle();
-    this.#host.onMapped(this.claimants);
+    // Ops still to be encoded may have waited for the map (Scheduler's canOrder); encoded ones complete on their own.
+    if (this.unencoded > 0) this.#host.onMapped(this.claimants);
   };
 
   readonly #onMapFailed = (err: unknown): never => {
