@@ -58,7 +58,7 @@ export interface PinnedHost {
   readonly label: string;
   /** The device-loss or destroy error once the context can no longer run work, else null. */
   closed(): StreamError | null;
-  /** The buffer was mapped back: work waiting for that (in any context using it) may go on. */
+  /** The buffer was mapped back while ops using it are still to be encoded: they (in any context) may go on. */
   onMapped(claimants: readonly Claimant[]): void;
   /**
    * May the code running now touch a buffer whose claimants are all unencoded? Only the host

@@ -49,7 +49,7 @@ export interface UploadFromOptions {
 /** The ring's buffers: taken for a transfer, given back after it. */
 export interface StagingRing {
   readonly pieceBytes: number;
-  /** A buffer for a piece of `bytes` (at most `pieceBytes`; @default pieceBytes). */
+  /** A buffer for a transfer of `bytes`: a whole piece from `pieceBytes` up, a smaller one below. @default pieceBytes */
   take(bytes?: number): PinnedBuffer;
   give(p: PinnedBuffer): void;
 }
@@ -222,7 +222,7 @@ function fail(t: Transfer, message: string, cause?: unknown): UploadSourceError 
 export async function slot(t: Transfer, k: number): Promise<PinnedBuffer> {
   while (k - t.ringSize >= t.copied && !t.stopped) await new Promise<void>((r) => (t.onCopied = r));
   const i = k % t.ringSize;
-  if (i === t.taken.length) t.taken.push(t.ring.take(t.size !== null && t.size > 0 ? Math.min(t.size, t.ring.pieceBytes) : t.ring.pieceBytes));
+  if (i === t.taken.length) t.taken.push(t.ring.take(t.size ?? t.ring.pieceBytes));
   const p = t.taken[i]!;
   await p.ready();
   return p;
