@@ -192,6 +192,14 @@ export class LibPipeline {
     st.read += now() - a;
   }
 
+  /** Fills the slot's upload buffer with chunk `k` of `src`, timing it into `st.fill`. */
+  #fill(slot: LibSlot, k: number, src: Float32Array, st: RunStats): void {
+    const a = now();
+    const off = this.offsets[k]!;
+    slot.up.f32.set(src.subarray(off, off + this.plan.chunks[k]!));
+    st.fill += now() - a;
+  }
+
   #readOut(slot: LibSlot, out: Float32Array): void {
     const k = slot.pending;
     const ce = this.plan.chunks[k]!;
@@ -243,12 +251,9 @@ export class LibPipeline {
       if (this.plan.grouped) {
         for (let k = k0; k < k1; k++) {
           const slot = this.slots[k % ring]!;
-          const off = this.offsets[k]!;
-          const a = now();
-          slot.up.f32.set(src.subarray(off, off + chunks[k]!));
-          const b = now();
-          st.fill += b - a;
+          this.#fill(slot, k, src, st);
           if (slot.pending >= 0) {
+            const b = now();
             this.#readOut(slot, out);
             st.read += now() - b;
           }
@@ -257,16 +262,13 @@ export class LibPipeline {
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;
-        const off = this.offsets[k]!;
         const { din, dout } = slot.dev.get(ce)!;
         const s = slot.stream;
         const size = ce * 4;
-        let a = now();
-        if (!this.plan.grouped) slot.up.f32.set(src.subarray(off, off + ce));
+        if (!this.plan.grouped) this.#fill(slot, k, src, st);
         let b = now();
-        st.fill += b - a;
         s.upload(slot.up, din, { size });
-        a = now();
+        let a = now();
         st.enqueue += a - b;
         if (slot.pending >= 0) {
           this.#readOut(slot, out);
