@@ -89,6 +89,11 @@ export interface RunStats {
   read: number;
   /** Enqueue calls. */
   enqueue: number;
+  /**
+   * The first chunk's fill plus the last chunk's read-out: host work no GPU work can overlap (the
+   * GPU has nothing before the first fill, the host nothing after the last result comes back).
+   */
+  ends: number;
   /** ctx.flush(): encode + submit. */
   flush: number;
   waits: number;
@@ -187,9 +192,7 @@ export class LibPipeline {
   /** Waits for the slot's pending chunk to be back on the host and reads it out, timing both. */
   async #collect(slot: LibSlot, out: Float32Array, st: RunStats): Promise<void> {
     await this.#ready(slot.down, st, 'waitDown');
-    const a = now();
-    this.#readOut(slot, out);
-    st.read += now() - a;
+    this.#readOut(slot, out, st);
   }
 
   /** Fills the slot's upload buffer with chunk `k` of `src`, timing it into `st.fill`. */
@@ -197,10 +200,14 @@ export class LibPipeline {
     const a = now();
     const off = this.offsets[k]!;
     slot.up.f32.set(src.subarray(off, off + this.plan.chunks[k]!));
-    st.fill += now() - a;
+    const ms = now() - a;
+    st.fill += ms;
+    if (k === 0) st.ends += ms;
   }
 
-  #readOut(slot: LibSlot, out: Float32Array): void {
+  /** Reads the slot's previous result out, timed into `st.read` (the last chunk's into `st.ends` too); returns when it ended. */
+  #readOut(slot: LibSlot, out: Float32Array, st: RunStats): number {
+    const a = now();
     const k = slot.pending;
     const ce = this.plan.chunks[k]!;
     const view = slot.down.f32;
@@ -210,10 +217,14 @@ export class LibPipeline {
     // from staying attached (major GCs: docs/PERFORMANCE.md).
     slot.down.unmap();
     slot.pending = -1;
+    const b = now();
+    st.read += b - a;
+    if (k === this.plan.chunks.length - 1) st.ends += b - a;
+    return b;
   }
 
   /** Where the host's time went in the last `run` (ms). */
-  stats: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
+  stats: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, ends: 0, flush: 0, waits: 0, submits: 0 };
   /**
    * When set to an array, each `run` fills it with one row per chunk (diagnostics):
    * [chunk, slot ready (its download and upload buffers back on the host), chunk filled and previous result read out, flushed], ms from the start.
@@ -231,7 +242,7 @@ export class LibPipeline {
     const C = chunks.length;
     const ci = benchKernels(this.ctx).computeIntensive;
     const constants = { iterations };
-    const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, flush: 0, waits: 0, submits: 0 };
+    const st: RunStats = { waitDown: 0, waitUp: 0, fill: 0, read: 0, enqueue: 0, ends: 0, flush: 0, waits: 0, submits: 0 };
     const tl = this.timeline;
     if (tl) tl.length = 0;
     const t0 = now();
@@ -252,11 +263,7 @@ export class LibPipeline {
         for (let k = k0; k < k1; k++) {
           const slot = this.slots[k % ring]!;
           this.#fill(slot, k, src, st);
-          if (slot.pending >= 0) {
-            const b = now();
-            this.#readOut(slot, out);
-            st.read += now() - b;
-          }
+          if (slot.pending >= 0) this.#readOut(slot, out, st);
         }
       }
       for (let k = k0; k < k1; k++) {
@@ -270,12 +277,7 @@ export class LibPipeline {
         s.upload(slot.up, din, { size });
         let a = now();
         st.enqueue += a - b;
-        if (slot.pending >= 0) {
-          this.#readOut(slot, out);
-          const r = now();
-          st.read += r - a;
-          a = r;
-        }
+        if (slot.pending >= 0) a = this.#readOut(slot, out, st);
         s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants });
         s.download(dout, slot.down, { size });
         b = now();
@@ -496,9 +498,9 @@ export class RawPipeline {
    * The host's fill and read-out in the last `run` (ms), timed as LibPipeline times its own: fill =
    * getMappedRange + copy in (the unmap after it is the library's enqueue), read = getMappedRange +
    * copy out + unmap; `calls`: the other WebGPU calls (the upload's unmap, encoding, submit,
-   * mapAsync), as LibPipeline's enqueue + flush.
+   * mapAsync), as LibPipeline's enqueue + flush; `ends`: as RunStats.ends.
    */
-  stats = { fill: 0, read: 0, calls: 0 };
+  stats = { fill: 0, read: 0, calls: 0, ends: 0 };
 
   /**
    * One overlapped pass: src -> out. Returns wall ms. Chunks go in the plan's groups (`batch`,
@@ -511,7 +513,7 @@ export class RawPipeline {
     const device = this.device;
     const tl = this.timeline;
     if (tl) tl.length = 0;
-    const st = { fill: 0, read: 0, calls: 0 };
+    const st = { fill: 0, read: 0, calls: 0, ends: 0 };
     const t0 = performance.now();
     /** Reads the slot's previous result out; its read map has resolved (awaited before). */
     const readOut = (slot: RawSlot): void => {
@@ -522,7 +524,9 @@ export class RawPipeline {
       out.set(new Float32Array(slot.down.getMappedRange(0, ce * 4)), this.offsets[k]!);
       slot.down.unmap();
       slot.pending = -1;
-      st.read += performance.now() - a;
+      const ms = performance.now() - a;
+      st.read += ms;
+      if (k === C - 1) st.ends += ms;
     };
     for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
       for (let k = k0; k < k1; k++) {
@@ -540,7 +544,9 @@ export class RawPipeline {
         const a = performance.now();
         const off = this.offsets[k]!;
         new Float32Array(slot.up.getMappedRange(0, chunks[k]! * 4)).set(src.subarray(off, off + chunks[k]!));
-        st.fill += performance.now() - a;
+        const ms = performance.now() - a;
+        st.fill += ms;
+        if (k === 0) st.ends += ms;
       };
       if (grouped) {
         for (let k = k0; k < k1; k++) {

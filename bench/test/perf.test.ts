@@ -90,7 +90,7 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
   });
 
   it('P1: efficiency / in-run bound at each size, judged by the old target where it cannot be rated', () => {
-    const base = { rawEfficiency: 0.9, rawInRunBoundEfficiency: 0.95, libOverRaw: 1.0, sync: 30, ideal: 15, inRunHost: 16, gpu: 13 };
+    const base = { rawEfficiency: 0.9, rawInRunBoundEfficiency: 0.95, libOverRaw: 1.0, sync: 30, ideal: 15, inRunHost: 16, inRunBound: 16, gpu: 13 };
     // Near the bound: eff 0.879 against an in-run bound of 0.916.
     const a = p1Judge({ ...base, efficiency: 0.879, inRunBoundEfficiency: 0.916 });
     expect(a.ofBound).toBeCloseTo(0.9596, 4);
@@ -184,7 +184,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     expect(validatePerfResult(JSON.parse(JSON.stringify(result)))).toEqual([]);
   });
 
-  it('P1 reports the host-thread bounds: the WebGPU calls on the host thread, the host thread inside the timed runs, and the efficiency each leaves', () => {
+  it('P1 reports the host-thread bounds: the WebGPU calls on the host thread, the host thread inside the timed runs, the pipeline ends, and the efficiency each leaves', () => {
     const f = result.metrics.find((m) => m.id === 'P1')!.figures;
     const sizes = Object.keys(f).filter((k) => k.endsWith('.apiMs')).map((k) => k.slice(0, -'.apiMs'.length));
     expect(sizes.length).toBeGreaterThan(0);
@@ -198,6 +198,13 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
       // and the efficiency it bounds: the calls alone make it positive.
       expect(f[`${k}.inRunHostMs`] as number, k).toBeGreaterThan(f[`${k}.apiMs`] as number);
       expect(f[`${k}.rawInRunHostMs`] as number, k).toBeGreaterThan(0);
+      // The ends (first fill + last read-out) are part of the host thread's time; the bound is the longer path.
+      const ends = f[`${k}.endsMs`] as number;
+      expect(ends, k).toBeGreaterThan(0);
+      expect(ends, k).toBeLessThan(f[`${k}.inRunHostMs`] as number);
+      expect(f[`${k}.rawEndsMs`] as number, k).toBeGreaterThan(0);
+      const path = Math.max(f[`${k}.inRunHostMs`] as number, ends + (f[`${k}.gpuMs`] as number));
+      expect(f[`${k}.inRunBoundMs`] as number, k).toBeCloseTo(path, 2);
       for (const e of [f[`${k}.inRunBoundEfficiency`], f[`${k}.rawInRunBoundEfficiency`]] as number[]) if (e !== null && !Number.isNaN(e)) expect(e, k).toBeLessThanOrEqual(1);
     }
   });
