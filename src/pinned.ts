@@ -5,8 +5,8 @@
  *
  * Ownership moves between host and GPU. The host owns the buffer (views usable) when it is mapped
  * and no enqueued op uses it. Enqueuing an op that uses it hands it to the GPU: the views throw
- * `PinnedBufferBusyError` naming the op and stream holding it; once those ops completed the buffer
- * is re-mapped by itself and `ready()` resolves.
+ * `PinnedBufferBusyError` naming the op and stream holding it; once the GPU is done with those ops
+ * the buffer is mapped back by itself and `ready()` resolves.
  */
 import { DestroyedError, PinnedBufferBusyError, type StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
@@ -155,7 +155,8 @@ export class PinnedBuffer {
   }
 
   /**
-   * Resolves when the host owns the buffer again (all ops using it completed and it is mapped).
+   * Resolves when the host owns the buffer again: the GPU is done with every op using it, and it is
+   * mapped (those ops' own completion, seen by events and `query()`, can follow a moment later).
    * Resolves at once when it already does.
    */
   ready(): Promise<void> {
@@ -228,11 +229,12 @@ export class PinnedBuffer {
     this.claimants.push(op);
   }
 
-  /** @internal that op completed (or was skipped) */
+  /** @internal that op completed (or was skipped); nothing when its claim already ended with a map (#onMapped) */
   unclaim(op: Claimant): void {
-    this.claims--;
     const i = op.claimIndex;
-    if (i >= 0 && this.claimants[i] === op) {
+    if (i < 0) return;
+    this.claims--;
+    if (this.claimants[i] === op) {
       const last = this.claimants.pop()!;
       if (last !== op) {
         this.claimants[i] = last;
@@ -285,6 +287,15 @@ export class PinnedBuffer {
     this.#mapping = null;
     this.state = 'mapped';
     this.#views = null;
+    // No op using the buffer is encoded while it maps (Scheduler's canOrder), so with none left to
+    // encode, every one was submitted before this map and the GPU is done with them: the host owns
+    // the buffer now, without waiting for the ops' own completion (their batch's bookkeeping).
+    if (this.claims > 0 && this.unencoded === 0) {
+      for (const c of this.claimants) c.claimIndex = -1;
+      this.claimants.length = 0;
+      this.claims = 0;
+      if (this.#destroyRequested) return this.#free();
+    }
     this.#settle();
     // Ops still to be encoded may have waited for the map (Scheduler's canOrder); encoded ones complete on their own.
     if (this.unencoded > 0) this.#host.onMapped(this.claimants);

@@ -171,6 +171,58 @@ describe('pinned ownership', () => {
 });
 
 describe('pinned buffers', () => {
+  it('ready() hands a buffer back once the GPU is done with its ops and it is mapped, before those ops complete (their batch still validating)', async () => {
+    const seed = randomSeed();
+    const a = rng(seed).f32Array(256);
+    const up = ctx.allocHost(1024, 'upload', { label: 'early-up' });
+    const down = ctx.allocHost(1024, 'download', { label: 'early-down' });
+    const d = ctx.alloc(1024);
+    const s = ctx.createStream({ label: 'early' });
+    const ev = ctx.createEvent({ label: 'after-download' });
+    // Hold the submit's validation result back: its ops cannot complete until it comes.
+    const device = ctx.device;
+    const pop = device.popErrorScope;
+    const held = gate();
+    device.popErrorScope = () => {
+      const p = pop.call(device);
+      return held.wait.then(() => p);
+    };
+    const order: string[] = [];
+    try {
+      up.f32.set(a);
+      s.upload(up, d);
+      s.download(d, down);
+      s.record(ev);
+      ctx.flush();
+      const ready = down.ready().then(() => order.push('ready'));
+      await device.queue.onSubmittedWorkDone(); // the GPU ran the copies; the maps come with or before this
+      for (let i = 0; i < 20 && order.length === 0; i++) await new Promise((r) => setImmediate(r));
+      order.push(ev.query() ? 'ops done' : 'ops pending');
+      expect(order, `seed ${seed}`).toEqual(['ready', 'ops pending']);
+      expect(down.isHostOwned && up.isHostOwned).toBe(true);
+      expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull(); // readable while its op completes
+      held.open();
+      await ready;
+      await s.synchronize();
+      expect(ev.query()).toBe(true);
+      // The buffers serve the next round as before.
+      up.f32.set(a.map((x) => -x));
+      s.upload(up, d);
+      s.download(d, down);
+      await down.ready();
+      expect(firstMismatch(down.f32, a.map((x) => -x)), `seed ${seed}`).toBeNull();
+    } finally {
+      device.popErrorScope = pop;
+      held.open();
+    }
+    // Destroyed while a download into it runs: freed once the GPU is done with it (not left mapped).
+    s.download(d, down);
+    down.destroy();
+    await s.synchronize();
+    expect(down.buffer.mapState).toBe('unmapped');
+    for (const b of [up, d]) b.destroy();
+  });
+
   it('views throw while the GPU owns the buffer, naming the stream and op; ready() hands them back', async () => {
     const seed = randomSeed();
     const v = rng(seed).f32Array(256);
