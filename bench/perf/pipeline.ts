@@ -80,6 +80,12 @@ function groupsOf(C: number, batch: number, edges: boolean): [number, number][] 
   return out;
 }
 
+/** Chunks [0, end) go out in the first submit: their fills all come before the GPU has work. */
+export function firstSubmitEnd(plan: ChunkPlan): number {
+  const batch = Math.max(1, Math.min(plan.batch ?? 1, plan.ring));
+  return groupsOf(plan.chunks.length, batch, plan.edges ?? false)[0]?.[1] ?? 0;
+}
+
 /** Where the host's time went in the last overlapped run (ms). */
 export interface RunStats {
   /** Awaiting a download buffer (the GPU result of an earlier chunk) or an upload buffer. */
@@ -90,8 +96,9 @@ export interface RunStats {
   /** Enqueue calls. */
   enqueue: number;
   /**
-   * The first chunk's fill plus the last chunk's read-out: host work no GPU work can overlap (the
-   * GPU has nothing before the first fill, the host nothing after the last result comes back).
+   * The fills of the first submit's chunks plus the last chunk's read-out: host work no GPU work
+   * can overlap (the GPU has nothing before the first submit, the host nothing to do but read after
+   * the last result comes back).
    */
   ends: number;
   /** ctx.flush(): encode + submit. */
@@ -151,6 +158,7 @@ export class LibPipeline {
   readonly slots: LibSlot[] = [];
   readonly offsets: number[];
   readonly #grids = new Map<number, [number, number]>();
+  readonly #firstSubmitEnd: number;
   #gpuStream: Stream | null = null;
   #t0: GpuEvent | null = null;
   #t1: GpuEvent | null = null;
@@ -161,6 +169,7 @@ export class LibPipeline {
     label = 'ovl',
   ) {
     this.offsets = offsetsOf(plan);
+    this.#firstSubmitEnd = firstSubmitEnd(plan);
     const sizes = [...new Set(plan.chunks)];
     const maxBytes = Math.max(...sizes) * 4;
     for (let r = 0; r < plan.ring; r++) {
@@ -202,7 +211,7 @@ export class LibPipeline {
     slot.up.f32.set(src.subarray(off, off + this.plan.chunks[k]!));
     const ms = now() - a;
     st.fill += ms;
-    if (k === 0) st.ends += ms;
+    if (k < this.#firstSubmitEnd) st.ends += ms;
   }
 
   /** Reads the slot's previous result out, timed into `st.read` (the last chunk's into `st.ends` too); returns when it ended. */
@@ -514,6 +523,7 @@ export class RawPipeline {
     const tl = this.timeline;
     if (tl) tl.length = 0;
     const st = { fill: 0, read: 0, calls: 0, ends: 0 };
+    const first = firstSubmitEnd(this.plan);
     const t0 = performance.now();
     /** Reads the slot's previous result out; its read map has resolved (awaited before). */
     const readOut = (slot: RawSlot): void => {
@@ -546,7 +556,7 @@ export class RawPipeline {
         new Float32Array(slot.up.getMappedRange(0, chunks[k]! * 4)).set(src.subarray(off, off + chunks[k]!));
         const ms = performance.now() - a;
         st.fill += ms;
-        if (k === 0) st.ends += ms;
+        if (k < first) st.ends += ms;
       };
       if (grouped) {
         for (let k = k0; k < k1; k++) {

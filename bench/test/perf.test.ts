@@ -205,6 +205,9 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
       expect(f[`${k}.rawEndsMs`] as number, k).toBeGreaterThan(0);
       const path = Math.max(f[`${k}.inRunHostMs`] as number, ends + (f[`${k}.gpuMs`] as number));
       expect(f[`${k}.inRunBoundMs`] as number, k).toBeCloseTo(path, 2);
+      // The plan measured is a finalist of the sweep, picked by its median over runs again.
+      const finals = String(f[`${k}.tuning`]).split('finalists, median of 5 runs: ')[1] ?? '';
+      expect(finals, k).toContain(`${f[`${k}.chunks`] as string}: `);
       for (const e of [f[`${k}.inRunBoundEfficiency`], f[`${k}.rawInRunBoundEfficiency`]] as number[]) if (e !== null && !Number.isNaN(e)) expect(e, k).toBeLessThanOrEqual(1);
     }
   });

@@ -6,7 +6,7 @@
  * and P5's baseline) follows the same groups.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, withBatch } from '../perf/pipeline';
+import { checkPipelineOutput, firstSubmitEnd, LibPipeline, makePlan, RawPipeline, withBatch } from '../perf/pipeline';
 import { randomF32 } from '../perf/common';
 import { gpuContext } from '../../test/fixtures/gpu';
 
@@ -29,6 +29,12 @@ describe('overlapped pipeline designs', () => {
     [8, 6, 2, 0, false, true],
     [16, 8, 4, 2, true, true],
   ];
+  it('the first submit carries the first group of chunks: one with single chunks at the ends, else a batch', () => {
+    expect(firstSubmitEnd(withBatch(makePlan(n, 8, 4, 3), 1, 4))).toBe(1);
+    expect(firstSubmitEnd(withBatch(makePlan(n, 8, 4, 3), 2, 6))).toBe(2);
+    expect(firstSubmitEnd(withBatch(makePlan(n, 8, 4, 3), 4, 8, true))).toBe(1);
+    expect(firstSubmitEnd(withBatch(makePlan(n, 4, 4, 3), 4, 8))).toBe(4);
+  });
   for (const [chunks, ring, batch, ramp, edges, grouped] of designs) {
     it(`${chunks} chunks, ring ${ring}, ${batch} per flush${edges ? ', single at the ends' : ''}${ramp ? `, ramp ${ramp}` : ''}${grouped ? ', copies then calls' : ''}`, async () => {
       const plan = withBatch(makePlan(n, chunks, 4, 3, ramp), batch, ring, edges, grouped);
@@ -41,6 +47,9 @@ describe('overlapped pipeline designs', () => {
           const c = checkPipelineOutput(`run ${run}`, out, src, n, 3, cache);
           expect(c.mismatch ?? 'ok').toBe('ok');
           expect(pipe.stats.submits).toBeGreaterThan(0);
+          // P1's ends: the first submit's fills and the last read-out, a part of the host's copies.
+          expect(pipe.stats.ends).toBeGreaterThan(0);
+          expect(pipe.stats.ends).toBeLessThanOrEqual(pipe.stats.fill + pipe.stats.read);
           out.fill(Number.NaN);
           await raw.run(src, out);
           const r = checkPipelineOutput(`raw run ${run}`, out, src, n, 3, cache);
