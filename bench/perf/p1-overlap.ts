@@ -4,8 +4,8 @@
  * by the device's buffer limits and a time budget), host and GPU work balanced by the kernel's
  * iteration count, measured against its in-run bound: the efficiency that the longer of two paths
  * through the timed overlapped runs allows: the host thread's own time (fill + read-out + WebGPU
- * calls), and the pipeline's ends around the GPU work (the first chunk's fill, all GPU work, the
- * last chunk's read-out: nothing overlaps them).
+ * calls), and the pipeline's ends around the GPU work (the fills of the first submit's chunks, all
+ * GPU work, the last chunk's read-out: nothing overlaps them).
  * The same chunk plan on raw WebGPU runs interleaved beside it, twice over (two pipelines, each with
  * its own buffers): raw' / raw is this host's floor for the library / raw comparison. The metric is the worst size's
  * efficiency / in-run bound; it passes when every size reaches BOUND_FRACTION of its bound and the
@@ -144,7 +144,7 @@ export function p1Judge(r: {
   sync: number;
   ideal: number;
   inRunHost: number;
-  /** The in-run bound's time, ms (max of the host thread's path and first fill + GPU + last read-out). */
+  /** The in-run bound's time, ms (max of the host thread's path and first fills + GPU + last read-out). */
   inRunBound: number;
   gpu: number;
 }): { ofBound: number; rawOfBound: number; noBound?: string; pass: boolean; verdict: string } {
@@ -203,9 +203,9 @@ interface SizeRow {
    */
   inRunHost: number;
   /**
-   * The pipeline's ends inside the timed runs (median ms): the first chunk's fill and the last
-   * chunk's read-out. No GPU work can overlap them (it has nothing to do before the first fill, and
-   * the last result is read after all of it), so first fill + GPU + last read-out bounds the run too.
+   * The pipeline's ends inside the timed runs (median ms): the fills of the first submit's chunks
+   * and the last chunk's read-out (RunStats.ends). No GPU work can overlap them (it has nothing to
+   * do before the first submit, and the last result is read after all of it), so they + GPU bound the run too.
    */
   ends: number;
   rawEnds: number;
@@ -442,7 +442,7 @@ export const overlapGroup: PerfGroup = {
         const ends = median(libTimed.map((x) => x.ends));
         const rawEnds = median(rawStats.map((x) => x.ends));
         // The in-run bound: the efficiency at the longer path through the run, the host thread's or
-        // first fill + GPU + last read-out, rated only where it leaves a gain over sync beyond noise
+        // first fills + GPU + last read-out, rated only where it leaves a gain over sync beyond noise
         // (3% of sync, as the efficiency itself), and never above the ideal's (1).
         const inRunBoundMs = Math.max(inRunHost, ends + tGpu);
         const rawInRunBoundMs = Math.max(rawInRunHost, rawEnds + tGpu);
@@ -549,7 +549,7 @@ export const overlapGroup: PerfGroup = {
       measured: `eff ${effText(r.efficiency)} (overlapped ${num(r.ovl)} ms, sync ${num(r.sync)} ms, ideal ${num(r.ideal)} ms)`,
       bound: r.noBound
         ? `no bound: ${r.noBound}`
-        : `eff ${effText(r.inRunBoundEfficiency)} at ${num(r.inRunBoundMs)} ms = max(host thread in the run ${num(r.inRunHost)}, first fill + GPU + last read-out ${num(r.ends)} + ${num(r.gpu)})`,
+        : `eff ${effText(r.inRunBoundEfficiency)} at ${num(r.inRunBoundMs)} ms = max(host thread in the run ${num(r.inRunHost)}, first fills + GPU + last read-out ${num(r.ends)} + ${num(r.gpu)})`,
       ofBound: finiteOrNull(r.ofBound, 6),
       raw: `eff ${effText(r.rawEfficiency)} (${num(r.raw)} ms; raw' / raw ${num(r.raw2OverRaw)}; ${Number.isFinite(r.rawOfBound) ? `${ratioText(r.rawOfBound)} of its own in-run bound, eff ${effText(r.rawInRunBoundEfficiency)}` : 'its own in-run bound not rated'})`,
       libOverRaw: finiteOrNull(r.libOverRaw, 6),
@@ -560,7 +560,7 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : effText(r.efficiency)} (old target >= ${TARGET_P1.toFixed(2)}; sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${effText(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)} (raw' / raw ${num(r.raw2OverRaw)}: a second raw pipeline, the floor); host-thread bound: WebGPU calls ${num(r.apiMs)} ms on the host thread, max(host + calls, GPU) = ${num(r.bound)} ms, eff <= ${effText(r.boundEfficiency)}; in-run bound, max(host thread inside the timed runs (fill + read-out + calls), first fill + GPU + last read-out): library max(${num(r.inRunHost)}, ${num(r.ends)} + ${num(r.gpu)}) ms, eff <= ${effText(r.inRunBoundEfficiency)}, raw WebGPU max(${num(r.rawInRunHost)}, ${num(r.rawEnds)} + ${num(r.gpu)}) ms, eff <= ${effText(r.rawInRunBoundEfficiency)})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : effText(r.efficiency)} (old target >= ${TARGET_P1.toFixed(2)}; sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${effText(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)} (raw' / raw ${num(r.raw2OverRaw)}: a second raw pipeline, the floor); host-thread bound: WebGPU calls ${num(r.apiMs)} ms on the host thread, max(host + calls, GPU) = ${num(r.bound)} ms, eff <= ${effText(r.boundEfficiency)}; in-run bound, max(host thread inside the timed runs (fill + read-out + calls), first submit's fills + GPU + last read-out): library max(${num(r.inRunHost)}, ${num(r.ends)} + ${num(r.gpu)}) ms, eff <= ${effText(r.inRunBoundEfficiency)}, raw WebGPU max(${num(r.rawInRunHost)}, ${num(r.rawEnds)} + ${num(r.gpu)}) ms, eff <= ${effText(r.rawInRunBoundEfficiency)})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
@@ -666,7 +666,7 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
       perGiB(r.ovl, r.bytes),
     ]),
     verdict:
-      `time vs size (log-log fit): overlapped ${linear(sOvl)}, sync ${linear(sSync)}; host-thread bound eff = efficiency at max(host + WebGPU calls, GPU), the calls (enqueue + flush) sharing the thread with the host work; in-run bound eff = efficiency at the longer of two paths through the timed overlapped runs: the host thread's fill + read-out + calls (host copies run slower while the GPU works than alone), and ends (the first chunk's fill + the last chunk's read-out, which nothing overlaps) + GPU; a run near it lost nothing to scheduling; eff / in-run bound is P1 (>= ${BOUND_FRACTION.toFixed(2)} at every size, with library / raw <= ${RAW_SLACK.toFixed(2)})` +
+      `time vs size (log-log fit): overlapped ${linear(sOvl)}, sync ${linear(sSync)}; host-thread bound eff = efficiency at max(host + WebGPU calls, GPU), the calls (enqueue + flush) sharing the thread with the host work; in-run bound eff = efficiency at the longer of two paths through the timed overlapped runs: the host thread's fill + read-out + calls (host copies run slower while the GPU works than alone), and ends (the first submit's fills + the last chunk's read-out, which nothing overlaps) + GPU; a run near it lost nothing to scheduling; eff / in-run bound is P1 (>= ${BOUND_FRACTION.toFixed(2)} at every size, with library / raw <= ${RAW_SLACK.toFixed(2)})` +
       (notes.length ? `; ${notes.join('; ')}` : ''),
     verified,
   };
