@@ -291,8 +291,9 @@ export class PinnedBuffer {
     // encode, every one was submitted before this map and the GPU is done with them: the host owns
     // the buffer now, without waiting for the ops' own completion (their batch's bookkeeping).
     if (this.claims > 0 && this.unencoded === 0) {
-      for (const c of this.claimants) c.claimIndex = -1;
-      this.claimants.length = 0;
+      const cs = this.claimants;
+      for (let i = 0; i < cs.length; i++) cs[i]!.claimIndex = -1;
+      cs.length = 0;
       this.claims = 0;
       if (this.#destroyRequested) return this.#free();
     }
