@@ -31,6 +31,7 @@ import {
   RAW_SLACK,
   boundRule,
   boundRuleText,
+  pairedRatio,
   finiteOrNull,
   ratioText,
   type BoundedRow,
@@ -451,8 +452,8 @@ export const overlapGroup: PerfGroup = {
         const boundEffOf = (ms: number): number => (tSync - ms > 0.03 * tSync ? Math.min(1, effOf(ms)) : Number.NaN);
         const efficiency = effOf(tOvl);
         const rawEfficiency = effOf(tRaw);
-        const libOverRaw = median(samples.ovl.map((t, i) => t / samples.raw[i]!));
-        const raw2OverRaw = median(samples.raw2.map((t, i) => t / samples.raw[i]!));
+        const libOverRaw = pairedRatio(samples.ovl, samples.raw);
+        const raw2OverRaw = pairedRatio(samples.raw2, samples.raw);
         const inRunBoundEfficiency = boundEffOf(inRunBoundMs);
         const rawInRunBoundEfficiency = boundEffOf(rawInRunBoundMs);
         const judged = p1Judge({ efficiency, inRunBoundEfficiency, rawEfficiency, rawInRunBoundEfficiency, libOverRaw, sync: tSync, ideal, inRunHost, inRunBound: inRunBoundMs, gpu: tGpu });

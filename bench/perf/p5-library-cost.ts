@@ -19,6 +19,7 @@ import {
   median,
   metric,
   num,
+  pairedRatio,
   randomF32,
   round,
   seedOf,
@@ -106,7 +107,7 @@ export const libraryCostGroup: PerfGroup = {
         const tLib = median(samples.lib);
         const tRaw = median(samples.raw);
         // Paired within rounds, as P1: the host's speed drifts from round to round.
-        const ratio = median(samples.lib.map((t, i) => t / samples.raw[i]!));
+        const ratio = pairedRatio(samples.lib, samples.raw);
         pipelineMetric = () =>
           metric(ctx, {
             id: 'P5',
