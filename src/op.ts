@@ -89,6 +89,12 @@ export interface HostFnPayload {
   writes?: { buffer: GPUBuffer; label: string; start: number; end: number };
   /** Called once the op is done, run or not (`uploadFrom` gives back what it read ahead). */
   cleanup?: () => void;
+  /**
+   * Starts once the earlier work of this device it depends on has its place in the queue, not once
+   * it is done: all it does to the device is enqueue GPU work, which queue order puts behind that
+   * work (`uploadFrom` from a source read ahead).
+   */
+  afterOrdered?: boolean;
 }
 export interface RecordPayload {
   kind: 'record';

@@ -3,8 +3,8 @@
  * the stream's transfers into their staging rings in call order, ahead of the ops' turns, with the
  * source's `parallel` reads in flight all along, across pieces and transfers. So the file is read
  * while earlier work runs and only the copies wait for it (upload-from.ts copies each piece once
- * read). A transfer is read once the one two before it ran: a stream holds at most three rings (one
- * copying, one read, one being read). A piece is unmapped once read: a mapped range is V8 external
+ * read). A transfer is read once the one three before it gave its ring back: a stream holds at most
+ * three rings (one copying, one read, one being read). A piece is unmapped once read: a mapped range is V8 external
  * memory, and more than a few at once start major GCs.
  */
 import type { PinnedBuffer } from './pinned.js';
@@ -27,14 +27,14 @@ export class Reader {
   #readEnded: (() => void) | null = null;
   /** Pieces with reads in flight. */
   #reading: Piece[] = [];
-  /** The last two transfers' `started`. */
-  #started: [Promise<void>, Promise<void>] = [RESOLVED, RESOLVED];
+  /** The last three transfers' `ended`. */
+  #lastEnded: [Promise<void>, Promise<void>, Promise<void>] = [RESOLVED, RESOLVED, RESOLVED];
 
   /** Queues a transfer (any source: each holds a ring while it runs). */
   add(t: Transfer): void {
-    // A source read ahead waits for the transfer two before; one that may not, for its own op.
-    t.gate = (t.source as RandomAccessSource).readAhead === false ? t.started : this.#started[0];
-    this.#started = [this.#started[1], t.started];
+    // A source read ahead waits for the transfer three before to give its ring back; one that may not, for its own op.
+    t.gate = (t.source as RandomAccessSource).readAhead === false ? t.started : this.#lastEnded[0];
+    this.#lastEnded = [this.#lastEnded[1], this.#lastEnded[2], t.ended];
     if (!isRandomAccess(t.source) || !t.size) return t.finishReader();
     this.#queue.push(t);
     if (!this.#running) void this.#run();

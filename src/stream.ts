@@ -23,7 +23,7 @@ import { synchronizeQueue } from './scheduler/wait.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { peerSource } from './peer.js';
-import { planTransfer, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { planTransfer, readsAhead, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectFunction, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /** A stream collected without `destroy()` is destroyed then: the context forgets it once its work is done. */
@@ -278,7 +278,9 @@ export class Stream {
     if (!this.#copies) (this.#copies = new Stream(this.#host, this.#host.scheduler.createQueue(`${this.label} (uploadFrom)`, this.priority, true))).queue.internal = true;
     const t: Transfer = { ...plan, dst, copies: this.#copies };
     const tracked: DeviceResource[] = dst instanceof DeviceBuffer ? [dst, ...keep] : keep, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
-    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => release(t) }, NONE, tracked, site, site.op, d.label);
+    // A source read ahead does not depend on this stream's work: the copies need only their place in the queue behind it.
+    const afterOrdered = readsAhead(source);
+    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => release(t), afterOrdered }, NONE, tracked, site, site.op, d.label);
     this.#reader.add(t); // a file is read while earlier work runs
     t.ordered = () => this.#host.scheduler.markOrdered(op);
     return op.id;

@@ -3,11 +3,13 @@
  * device buffer, through a small ring of pinned staging buffers, so neither the JS heap nor the
  * device ever holds more than the ring of a transfer of any size.
  *
- * The op is a host function of the stream: it starts once the stream's earlier work is done, and
- * the stream's later work waits for it. A random-access source has been read ahead into the ring
- * by the stream's reader (reader.ts); the op hands each piece, once read, to an internal stream
- * that copies it into `dst`. A stream of chunks is copied into the ring by the op itself. Reading
- * piece k + 1 overlaps the GPU's copy of piece k; the op ends once the last copy completed.
+ * The op is a host function of the stream; the stream's later work waits for it. A random-access
+ * source has been read ahead into the ring by the stream's reader (reader.ts): the op starts once
+ * the stream's earlier work has its place in the queue (it need not be done: the op only enqueues
+ * copies, which queue order puts behind it) and hands each piece, once read, to an internal stream
+ * that copies it into `dst`. A stream of chunks (or a source not read ahead) is read by the op
+ * itself, once the stream's earlier work is done. Reading piece k + 1 overlaps the GPU's copy of
+ * piece k; the op ends once the last copy completed.
  */
 import { InvalidArgumentError, UploadSourceError, type ErrorSite } from './errors.js';
 import { expectAligned, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
@@ -66,6 +68,9 @@ export function isRandomAccess(s: unknown): s is RandomAccessSource {
   return typeof s === 'object' && s !== null && typeof (s as RandomAccessSource).read === 'function' && typeof (s as RandomAccessSource).size === 'number';
 }
 
+/** Read before the op's turn (a random-access source that allows it): the op only enqueues copies. */
+export const readsAhead = (s: unknown): boolean => isRandomAccess(s) && s.readAhead !== false;
+
 export function isChunkSource(s: unknown): s is ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> {
   return typeof s === 'object' && s !== null && (typeof (s as ReadableStream).getReader === 'function' || typeof (s as AsyncIterable<Uint8Array>)[Symbol.asyncIterator] === 'function');
 }
@@ -114,11 +119,14 @@ export interface Transfer {
   /** Resolves once the reader is done with it (no read in flight touches its buffers). */
   readerDone: Promise<void>;
   finishReader: () => void;
-  /** The reader starts on it once this resolved: the `started` of the stream's transfer two before. */
+  /** The reader starts on it once this resolved: the `ended` of the stream's transfer three before. */
   gate: Promise<void>;
-  /** Resolves once the op ran or was dropped: the transfer after next may be read. */
+  /** Resolves once the op ran or was dropped (a source not read ahead is read from then on). */
   started: Promise<void>;
   markStarted: () => void;
+  /** Resolves once the op is done, run or not: its ring goes back (the transfer three after may be read). */
+  ended: Promise<void>;
+  markEnded: () => void;
   /** The op ran (its host function started): it reads a chunk source itself, and cancels it on failure. */
   ran: boolean;
 }
@@ -171,10 +179,12 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const at: ErrorSite = { op: site.op ?? 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
   let finishReader!: () => void;
   let markStarted!: () => void;
+  let markEnded!: () => void;
   if (!random && singleUse(source)) claimed.add(source);
   const readerDone = new Promise<void>((r) => (finishReader = r));
   const started = new Promise<void>((r) => (markStarted = r));
-  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted, ran: false };
+  const ended = new Promise<void>((r) => (markEnded = r));
+  return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted, ended, markEnded, ran: false };
 }
 
 /** The op is done, run or not: read no more of it, and give its ring back once no read touches it (a copy still in flight keeps its buffer until done: take() callers wait on ready()). */
@@ -186,6 +196,7 @@ export function release(t: Transfer): void {
   void t.readerDone.then(() => {
     for (const p of t.taken) t.ring.give(p);
     t.taken.length = 0;
+    t.markEnded();
   });
 }
 

@@ -341,7 +341,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
     expect(ctx.memory.staging, 'no staging was lost').toBe(staging);
   });
 
-  it('reads two transfers ahead of a stream that is held up, not three; all land in order once it goes on', async () => {
+  it('reads three transfers ahead of a stream that is held up (three rings), not four; all land in order once it goes on', async () => {
     const part = 1 << 20;
     const data = bytesOf(4 * part);
     const read = new Set<number>(); // which transfers' bytes were read
@@ -351,13 +351,58 @@ describe(`uploadFrom (seed ${seed})`, () => {
     let release!: () => void;
     s.hostFn(() => new Promise<void>((r) => (release = r)));
     for (let j = 0; j < 4; j++) s.uploadFrom(src, dst, { offset: j * part, size: part, dstOffset: j * part });
-    for (let i = 0; i < 200 && read.size < 2; i++) await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 200 && read.size < 3; i++) await new Promise((r) => setImmediate(r));
     await new Promise((r) => setTimeout(r, 20));
-    expect([...read].sort(), 'the first two transfers read ahead, the third waits for the first to run').toEqual([0, 1]);
+    expect([...read].sort(), 'the first three transfers read ahead, the fourth waits for the first to give its ring back').toEqual([0, 1, 2]);
     release();
     await s.synchronize();
     expect([...read].sort()).toEqual([0, 1, 2, 3]);
     expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
+  it("a transfer read ahead queues its copies behind the stream's earlier GPU work before that work is done; a chunk source waits for it", async () => {
+    // The GPU's completions are held back: the earlier copy is submitted (ordered) but not done.
+    const c = await gpuContext();
+    const queue = c.device.queue;
+    const done = queue.onSubmittedWorkDone.bind(queue);
+    const held: (() => void)[] = [];
+    let hold = true;
+    queue.onSubmittedWorkDone = () => done().then(() => (hold ? new Promise<undefined>((res) => held.push(() => res(undefined))) : undefined));
+    const submit = queue.submit.bind(queue);
+    let submits = 0;
+    queue.submit = (cmds: Iterable<GPUCommandBuffer>) => (submits++, submit(cmds));
+    const settle = async (): Promise<void> => {
+      for (let i = 0; i < 50; i++) await new Promise((res) => setImmediate(res));
+    };
+    try {
+      const n = 4 * int(1 << 14, 1 << 16);
+      const [first, second, before] = [bytesOf(n), bytesOf(n), bytesOf(n)];
+      const s = c.createStream({ label: 'ordered' });
+      const a = c.alloc(n, { label: 'a' });
+      const b = c.alloc(n, { label: 'b' });
+      const dst = c.alloc(n, { label: 'dst' });
+      s.upload(before, a);
+      s.copy(a, dst); // the earlier GPU work, writing dst
+      await settle();
+      const afterEarlier = submits;
+      s.uploadFrom({ size: n, read: async (into: Uint8Array, at: number) => (into.set(first.subarray(at, at + into.byteLength)), into.byteLength) }, dst);
+      await settle();
+      expect(submits, "the file's copies are submitted while the earlier work is not done").toBeGreaterThan(afterEarlier);
+      expect(s.query(), 'the earlier work is still not done').toBe(false);
+      const afterFile = submits;
+      s.uploadFrom(chunks(second), b);
+      await settle();
+      expect(submits, "a chunk source's op waits for the earlier work to be done").toBe(afterFile);
+      hold = false;
+      for (const res of held.splice(0)) res();
+      await s.synchronize();
+      expect(firstDiff(new Uint8Array(await readBackOn(c, dst)), first), `the file's bytes land after the earlier copy (seed ${seed})`).toBe(-1);
+      expect(firstDiff(new Uint8Array(await readBackOn(c, b)), second), `seed ${seed}`).toBe(-1);
+    } finally {
+      hold = false;
+      for (const res of held.splice(0)) res();
+      c.destroy();
+    }
   });
 
   it('a transfer longer than its ring, read ahead while its stream is held, reads ring-size pieces ahead and lands intact', async () => {

@@ -286,7 +286,10 @@ export class Scheduler implements QueueOwner {
 
   /** May `op` take its place in the order now? Fails it when a dependency failed. */
   #canOrder(op: Op): boolean {
-    const hostFn = op.kind === 'hostFn';
+    const p = op.payload;
+    const hostFn = p.kind === 'hostFn';
+    // A host function starts once its dependencies are done; one that only enqueues GPU work, once they are ordered.
+    const mustBeDone = hostFn && !p.afterOrdered;
     const deps = op.deps;
     for (let i = 0; i < deps.length; i++) {
       const d = deps[i]!;
@@ -296,13 +299,12 @@ export class Scheduler implements QueueOwner {
       }
       // Queue order covers a dependency on this device once it is ordered (or done: an isolated op
       // can be done before the reaction that marks it ordered runs); another device's must be done.
-      if (hostFn || d.stream.owner.device !== this.device ? !d.done : !(d.ordered || d.done)) return false;
+      if (mustBeDone || d.stream.owner.device !== this.device ? !d.done : !(d.ordered || d.done)) return false;
     }
     if (op.error) return true;
     if (hostFn) return op.stream.remaps === 0;
     const pinned = op.pinned;
     if (pinned && pinned.state === 'mapping') return false;
-    const p = op.payload;
     if (p.kind === 'launch') {
       const entry = p.pipeline;
       if (!entry.ok) {
