@@ -6,7 +6,8 @@
  * the compute stream runs layer i from the other, ordered by events. Layer i: act = ci(act + w_i).
  * Three ways to run it, at layer costs swept against the load time:
  * - loads alone: every layer from storage into the slots, no compute;
- * - 1 stream: load a layer, then run it, on one stream (nothing overlaps);
+ * - 1 stream: load a layer, then run it, on one stream (the stream's reader still reads the file
+ *   ahead of the GPU; copies and kernels take turns);
  * - 2 slots: the two-stream pipeline; ideal max(loads alone, compute alone).
  * Outputs are checked against a CPU reference computed from weights read back out of the source.
  */
@@ -105,7 +106,7 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
         compute.upload(input, act[0]!);
         await compute.synchronize();
       };
-      /** Load a layer, then run it: one stream, nothing overlaps. */
+      /** Load a layer, then run it: one stream (its reader reads the file ahead; each copy waits for the kernel before it in the queue). */
       const serialOnce = async (iterations: number): Promise<void> => {
         for (let i = 0; i < L; i++) {
           compute.uploadFrom(src, slots[i % 2]!, spans[i]!);
