@@ -4,7 +4,7 @@
  */
 import type { Context, DeviceBuffer, Stream } from 'webgpu-streams';
 import type { Check } from '../scenarios/common';
-import { median, randomBytes, type HeapProbe } from './common';
+import { median, pairedRatio, randomBytes, type HeapProbe } from './common';
 
 export const OP_BYTES = 256;
 /** Distinct source slices. */
@@ -32,6 +32,13 @@ function sliceOf(i: number, seed: number): number {
 /**
  * Reusable buffers for op-cost runs of up to `maxOps` ops on one context.
  */
+/** Each figure's median over `runs`; the last run's check. */
+function medianCost(runs: OpCost[]): OpCost {
+  const m = (k: 'enqueueUs' | 'flushUs' | 'hostUs' | 'completeUs'): number => median(runs.map((x) => x[k]));
+  const last = runs[runs.length - 1]!;
+  return { ops: last.ops, streams: last.streams, enqueueUs: m('enqueueUs'), flushUs: m('flushUs'), hostUs: m('hostUs'), completeUs: m('completeUs'), check: last.check };
+}
+
 export class OpBench {
   readonly src: DeviceBuffer;
   readonly dst: DeviceBuffer;
@@ -118,8 +125,27 @@ export class OpBench {
     await this.run(Math.min(ops, 1000), streams, false, 0x51);
     const runs: OpCost[] = [];
     for (let r = 0; r < repeats; r++) runs.push(await this.run(ops, streams, r === repeats - 1, r + 1));
-    const m = (k: 'enqueueUs' | 'flushUs' | 'hostUs' | 'completeUs'): number => median(runs.map((x) => x[k]));
-    return { ops, streams, enqueueUs: m('enqueueUs'), flushUs: m('flushUs'), hostUs: m('hostUs'), completeUs: m('completeUs'), check: runs[runs.length - 1]!.check };
+    return medianCost(runs);
+  }
+
+  /**
+   * This bench and `other` (on another context) in alternating runs, each first equally often,
+   * after a warm-up each: their medians, and the median of the rounds' host us/op this / other
+   * (a slow spell of a shared host falls on both sides of a round, not on one side's block).
+   */
+  async measurePaired(other: OpBench, ops: number, streams: number, repeats: number): Promise<{ a: OpCost; b: OpCost; ratio: number }> {
+    await this.run(Math.min(ops, 1000), streams, false, 0x51);
+    await other.run(Math.min(ops, 1000), streams, false, 0x51);
+    const as: OpCost[] = [];
+    const bs: OpCost[] = [];
+    for (let r = 0; r < repeats; r++) {
+      const last = r === repeats - 1;
+      const a = (): Promise<number> => this.run(ops, streams, last, r + 1).then((x) => as.push(x));
+      const b = (): Promise<number> => other.run(ops, streams, last, r + 1).then((x) => bs.push(x));
+      if (r % 2 === 0) await a().then(b);
+      else await b().then(a);
+    }
+    return { a: medianCost(as), b: medianCost(bs), ratio: pairedRatio(as.map((x) => x.hostUs), bs.map((x) => x.hostUs)) };
   }
 
   /** The same copies encoded by hand into one command encoder and one submit: the raw floor, us per op. */
