@@ -7,7 +7,8 @@
  * second borrows the fixture's GPUDevice); two contexts on two devices (a second Dawn device); three
  * contexts (two devices); and, across all of them, programs with injected failures (ops that the
  * call accepts and WebGPU rejects at submit), where the model also says which ops fail, what each
- * synchronize reports, and which words it cannot know.
+ * synchronize reports, and which words it cannot know. About a third of the pageable uploads go as
+ * `uploadFrom` from a random-access source over the same words (see `viaFile`).
  *
  *   npx vitest run test/fuzz.test.ts                  # 200 random programs (FUZZ_RUNS=N for N;
  *                                                     # FUZZ_RUNS=10000 for a long local run)
@@ -18,7 +19,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext, randomSeed, rng, sleepRef, vectorAddRef } from './fixtures/gpu.js';
 import { createContext, PinnedBufferBusyError, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type RaceReport, type Stream } from '../src/index.js';
-import { CTX_VARIANTS, describeProgram, describeStep, findRaces, generateProgram, programFamily, showOutcome, type CtxVariant, type ErrName, type Force, type Program, type Range, type ResSpec, type Step } from './fuzz-model.js';
+import { CTX_VARIANTS, describeProgram, describeStep, findRaces, generateProgram, programFamily, rangeSize, showOutcome, type CtxVariant, type ErrName, type Force, type Program, type Range, type ResSpec, type Step } from './fuzz-model.js';
 import { benchKernels } from '../bench/kernels/index';
 
 type GpuCtx = Context & { errors: string[] };
@@ -145,6 +146,14 @@ function diffWords(got: Uint32Array, want: Uint32Array, cls: 'f32' | 'u32', unkn
 }
 
 const sleep0 = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/**
+ * Whether pageable upload step `i` goes as `uploadFrom` from a random-access source over the same
+ * words instead (about one in three, from the seed, not the generator's draws): the same bytes
+ * land in stream order, so the model is the same. Its reads sometimes take a turn of the event loop.
+ */
+const viaFile = (p: Program, i: number): boolean => Math.imul((p.seed ^ Math.imul(i + 1, 0x9e3779b9)) >>> 0, 0x85ebca6b) >>> 0 < 0x55555555;
+const slowReads = (p: Program, i: number): boolean => (Math.imul(p.seed + i, 0xc2b2ae35) >>> 31) === 1;
 
 function toOptions(r: Range): { srcOffset: number; dstOffset: number; size?: number } | undefined {
   if (!r.withOptions) return undefined;
@@ -275,7 +284,20 @@ async function runProgram(p: Program, racy = false): Promise<string[]> {
           const src = step.src;
           if ('pin' in src) streams[step.s]!.upload(pins.get(src.pin)!, G(step.dst) as DeviceBuffer, opts);
           else if ('host' in src) streams[step.s]!.upload(arrays.get(src.host)!.view, G(step.dst) as DeviceBuffer, opts);
-          else {
+          else if (viaFile(p, i) && p.res[step.dst]!.kind !== 'doom') {
+            const bytes = new Uint8Array(src.arr.slice(src.padBefore).buffer);
+            const n = rangeSize(step.range, bytes.byteLength / 4, p.res[step.dst]!.words);
+            const slow = slowReads(p, i);
+            const source = {
+              size: bytes.byteLength,
+              read: async (into: Uint8Array, at: number): Promise<number> => {
+                if (slow) await sleep0();
+                into.set(bytes.subarray(at, at + into.byteLength));
+                return into.byteLength;
+              },
+            };
+            streams[step.s]!.uploadFrom(source, G(step.dst), { offset: step.range.srcOff * 4, size: n * 4, dstOffset: step.range.dstOff * 4 });
+          } else {
             const words = src.arr.slice();
             const n = words.length - src.padBefore;
             const view = p.res[step.dst]!.cls === 'f32' ? new Float32Array(words.buffer, src.padBefore * 4, n) : new Uint32Array(words.buffer, src.padBefore * 4, n);
@@ -437,6 +459,7 @@ function failureReport(p: Program, problems: string[], index: number): string {
   return [
     `fuzz program ${index} failed: seed ${p.seed} (run base seed ${BASE_SEED}), ${p.variant}${p.failing ? ' + injected failures' : ''}`,
     `reproduce: ${variant}SEED=${p.seed} FUZZ_RUNS=1 npx vitest run test/fuzz.test.ts   (whole run: ${variant}SEED=${BASE_SEED} FUZZ_RUNS=${RUNS})`,
+    `pageable uploads sent as uploadFrom from a random-access source over the same words: steps ${p.steps.flatMap((st, i) => (st.k === 'upload' && 'arr' in st.src && viaFile(p, i) && p.res[st.dst]!.kind !== 'doom' ? [`#${i}`] : [])).join(', ') || 'none'}`,
     ...problems.map((x) => `  - ${x}`),
     'program:',
     describeProgram(p),
