@@ -15,7 +15,7 @@ import type { Context, DeviceBuffer, RandomAccessSource } from 'webgpu-streams';
 import { SafetensorsFile, SlotRing, safetensorsHeader } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
-import { grid } from '../scenarios/common';
+import { grid, stagingCopyMs } from '../scenarios/common';
 import { rawRead, rawStagedLoads, readsUnderCopies } from './p7-baselines';
 import { MiB, median, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
 import { benchKernels } from '../kernels/index';
@@ -185,24 +185,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
 
     // --- the GPU's copies of one layer out of pinned staging (timing events where the device has
     // timestamps): on WebGPU's one queue they add to the kernels, whatever the streams.
-    let copyMs = Number.NaN;
-    if (ctx.features.timestampQuery) {
-      // A layer's worth of distinct staging buffers (one buffer copied again would sit in the GPU's L2).
-      const pins = Array.from({ length: ringBuffers }, (_, j) => ctx.allocHost(piece, 'upload', { label: `p7.copy${j}` }));
-      const [e0, e1] = [ctx.createEvent({ timing: true }), ctx.createEvent({ timing: true })];
-      const once = async (): Promise<number> => {
-        for (const pin of pins) await pin.ready();
-        e0.record(load);
-        for (let at = 0, j = 0; at < bytes; at += piece, j++) load.upload(pins[j]!, slots[0]!, { dstOffset: at, size: Math.min(piece, bytes - at) });
-        e1.record(load);
-        await e1.synchronize();
-        return e0.elapsedTime(e1);
-      };
-      await once();
-      copyMs = Math.min(await once(), await once()) * L;
-      await load.synchronize();
-      for (const pin of pins) pin.destroy();
-    }
+    const copyMs = (await stagingCopyMs(ctx, load, slots[0]!, bytes, piece)) * L;
 
     // --- compute alone, per iterations: the kernels of every layer on resident weights
     // Layer ops: act1 = act0 + w (vectorAdd), act0 = compute_intensive(act1): the result stays in act0.

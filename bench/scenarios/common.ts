@@ -352,3 +352,30 @@ export function librarySpans(ctx: Context, from: number): Span[] {
     ...(op !== undefined ? { op } : {}),
   }));
 }
+
+/**
+ * GPU ms of copying `bytes` into `dst` out of pinned staging on `stream`, in pieces of `piece` bytes
+ * from as many distinct upload buffers (one buffer copied again would sit in the GPU's L2): timing
+ * events, the least of two runs after one untimed. NaN where the device has no timestamps. On
+ * WebGPU's one queue these copies run between the kernels, whatever the streams.
+ */
+export async function stagingCopyMs(ctx: Context, stream: Stream, dst: DeviceBuffer, bytes: number, piece: number): Promise<number> {
+  if (!ctx.features.timestampQuery) return Number.NaN;
+  const pins = Array.from({ length: Math.ceil(bytes / piece) }, (_, j) => ctx.allocHost(piece, 'upload', { label: `copy timing ${j}` }));
+  const [e0, e1] = [ctx.createEvent({ timing: true }), ctx.createEvent({ timing: true })];
+  const once = async (): Promise<number> => {
+    for (const pin of pins) await pin.ready();
+    e0.record(stream);
+    for (let at = 0, j = 0; at < bytes; at += piece, j++) stream.upload(pins[j]!, dst, { dstOffset: at, size: Math.min(piece, bytes - at) });
+    e1.record(stream);
+    await e1.synchronize();
+    return e0.elapsedTime(e1);
+  };
+  try {
+    await once();
+    return Math.min(await once(), await once());
+  } finally {
+    await stream.synchronize();
+    for (const pin of pins) pin.destroy();
+  }
+}

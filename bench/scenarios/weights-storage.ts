@@ -17,7 +17,7 @@ import type { DeviceBuffer, Stream } from 'webgpu-streams';
 import { SafetensorsFile, SlotRing, httpSource } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '../reference';
 import { measure, measureInterleaved } from '../stats';
-import { type Check, type Scenario, type WeightsStorage, TraceRecorder, readAt, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
+import { type Check, type Scenario, type WeightsStorage, TraceRecorder, readAt, stagingCopyMs, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
 import { benchKernels } from '../kernels/index';
 import { balanceIterations } from '../perf/balance';
 import { isSoftwareAdapter } from '../device';
@@ -138,26 +138,8 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
       }
       variants.push({ name: 'loads alone', time: loads, ideal: null, gbps: round((L * bytes) / loads.median / 1e6), extra: { layers: L, layerBytes: bytes } });
 
-      // --- the GPU's copies of every layer out of pinned staging (timing events, where the device
-      // has timestamps): on WebGPU's one queue they run between the kernels, whatever the streams.
-      let copyMs = Number.NaN;
-      if (ctx.features.timestampQuery) {
-        const piece = Math.min(bytes, 8 << 20);
-        const pins = Array.from({ length: ring }, (_, j) => ctx.allocHost(piece, 'upload', { label: `ws.copy${j}` })); // distinct buffers: none sits in the GPU's L2
-        const [e0, e1] = [ctx.createEvent({ timing: true }), ctx.createEvent({ timing: true })];
-        const once = async (): Promise<number> => {
-          for (const pin of pins) await pin.ready();
-          e0.record(load);
-          for (let at = 0, j = 0; at < bytes; at += piece, j++) load.upload(pins[j]!, slots[0]!, { dstOffset: at, size: Math.min(piece, bytes - at) });
-          e1.record(load);
-          await e1.synchronize();
-          return e0.elapsedTime(e1);
-        };
-        await once();
-        copyMs = Math.min(await once(), await once()) * L;
-        await load.synchronize();
-        for (const pin of pins) pin.destroy();
-      }
+      // --- the GPU's copies of every layer out of pinned staging (timing events, where the device has timestamps)
+      const copyMs = (await stagingCopyMs(ctx, load, slots[0]!, bytes, Math.min(bytes, 8 << 20))) * L;
 
       // --- the weights the CPU reference needs, read back out of the source a layer at a time
       const idx = Array.from(new Set([0, 1, n - 1, ...Array.from({ length: 61 }, () => r.u32() % n)])).sort((a, b) => a - b);
