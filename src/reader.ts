@@ -3,9 +3,9 @@
  * the stream's transfers into their staging rings in call order, ahead of the ops' turns, with the
  * source's `parallel` reads in flight all along, across pieces and transfers. So the file is read
  * while earlier work runs and only the copies wait for it (upload-from.ts copies each piece once
- * read). A transfer is read once the one three before it gave its ring back: a stream holds at most
- * three rings (one copying, one read, one being read). A piece is unmapped once read: a mapped range is V8 external
- * memory, and more than a few at once start major GCs.
+ * read). A transfer is read once the one three before it gave its ring back: a stream holds at
+ * most three rings (one copying, one read, one being read). A piece is unmapped once read: a mapped
+ * range is V8 external memory, and more than a few at once start major GCs.
  */
 import type { PinnedBuffer } from './pinned.js';
 import { isRandomAccess, pieceCount, readFully, slot, type Piece, type RandomAccessSource, type Transfer } from './upload-from.js';
