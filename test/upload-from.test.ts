@@ -83,6 +83,31 @@ async function readBackOn(c: Context, buf: DeviceBuffer): Promise<ArrayBuffer> {
   await s.synchronize();
   return out.buffer;
 }
+/** Some turns of the event loop: reads, flushes and submits that can happen, have. */
+const settle = async (): Promise<void> => {
+  for (let i = 0; i < 50; i++) await new Promise((res) => setImmediate(res));
+};
+/**
+ * Holds back `c`'s submitted-work completions (onSubmittedWorkDone) until `release()`, so work is
+ * submitted (ordered) but not done; counts submits.
+ */
+function holdCompletions(c: Context): { submits: () => number; release: () => void } {
+  const queue = c.device.queue;
+  const done = queue.onSubmittedWorkDone.bind(queue);
+  const submit = queue.submit.bind(queue);
+  const held: (() => void)[] = [];
+  let hold = true;
+  let submits = 0;
+  queue.onSubmittedWorkDone = () => done().then(() => (hold ? new Promise<undefined>((res) => held.push(() => res(undefined))) : undefined));
+  queue.submit = (cmds: Iterable<GPUCommandBuffer>) => (submits++, submit(cmds));
+  return {
+    submits: () => submits,
+    release: () => {
+      hold = false;
+      for (const res of held.splice(0)) res();
+    },
+  };
+}
 const firstDiff = (a: Uint8Array, b: Uint8Array): number => {
   if (a.length !== b.length) return -2;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
@@ -361,19 +386,8 @@ describe(`uploadFrom (seed ${seed})`, () => {
   });
 
   it("a transfer read ahead queues its copies behind the stream's earlier GPU work before that work is done; a chunk source waits for it", async () => {
-    // The GPU's completions are held back: the earlier copy is submitted (ordered) but not done.
     const c = await gpuContext();
-    const queue = c.device.queue;
-    const done = queue.onSubmittedWorkDone.bind(queue);
-    const held: (() => void)[] = [];
-    let hold = true;
-    queue.onSubmittedWorkDone = () => done().then(() => (hold ? new Promise<undefined>((res) => held.push(() => res(undefined))) : undefined));
-    const submit = queue.submit.bind(queue);
-    let submits = 0;
-    queue.submit = (cmds: Iterable<GPUCommandBuffer>) => (submits++, submit(cmds));
-    const settle = async (): Promise<void> => {
-      for (let i = 0; i < 50; i++) await new Promise((res) => setImmediate(res));
-    };
+    const held = holdCompletions(c);
     try {
       const n = 4 * int(1 << 14, 1 << 16);
       const [first, second, before] = [bytesOf(n), bytesOf(n), bytesOf(n)];
@@ -384,23 +398,46 @@ describe(`uploadFrom (seed ${seed})`, () => {
       s.upload(before, a);
       s.copy(a, dst); // the earlier GPU work, writing dst
       await settle();
-      const afterEarlier = submits;
+      const afterEarlier = held.submits();
       s.uploadFrom({ size: n, read: async (into: Uint8Array, at: number) => (into.set(first.subarray(at, at + into.byteLength)), into.byteLength) }, dst);
       await settle();
-      expect(submits, "the file's copies are submitted while the earlier work is not done").toBeGreaterThan(afterEarlier);
+      expect(held.submits(), "the file's copies are submitted while the earlier work is not done").toBeGreaterThan(afterEarlier);
       expect(s.query(), 'the earlier work is still not done').toBe(false);
-      const afterFile = submits;
+      const afterFile = held.submits();
       s.uploadFrom(chunks(second), b);
       await settle();
-      expect(submits, "a chunk source's op waits for the earlier work to be done").toBe(afterFile);
-      hold = false;
-      for (const res of held.splice(0)) res();
+      expect(held.submits(), "a chunk source's op waits for the earlier work to be done").toBe(afterFile);
+      held.release();
       await s.synchronize();
       expect(firstDiff(new Uint8Array(await readBackOn(c, dst)), first), `the file's bytes land after the earlier copy (seed ${seed})`).toBe(-1);
       expect(firstDiff(new Uint8Array(await readBackOn(c, b)), second), `seed ${seed}`).toBe(-1);
     } finally {
-      hold = false;
-      for (const res of held.splice(0)) res();
+      held.release();
+      c.destroy();
+    }
+  });
+
+  it('transfers behind GPU work that is not done read three ahead (three rings), not four: a ring goes back only once its op is done', async () => {
+    const c = await gpuContext();
+    const held = holdCompletions(c);
+    try {
+      const n = 4 * int(1 << 14, 1 << 16);
+      const data = [0, 1, 2, 3].map(() => bytesOf(n));
+      const read = new Set<number>();
+      const s = c.createStream({ label: 'ordered' });
+      const a = c.alloc(n, { label: 'a' });
+      const dsts = data.map((_, j) => c.alloc(n, { label: `dst${j}` }));
+      s.upload(bytesOf(n), a);
+      s.copy(a, dsts[0]!); // the earlier GPU work
+      data.forEach((d, j) => s.uploadFrom({ size: n, read: async (into: Uint8Array, at: number) => (read.add(j), into.set(d.subarray(at, at + into.byteLength)), into.byteLength) }, dsts[j]!));
+      await settle();
+      expect([...read].sort(), 'the fourth transfer waits for the first to be done (its copies queued, not completed)').toEqual([0, 1, 2]);
+      expect(s.query()).toBe(false);
+      held.release();
+      await s.synchronize();
+      for (const [j, d] of data.entries()) expect(firstDiff(new Uint8Array(await readBackOn(c, dsts[j]!)), d), `transfer ${j} (seed ${seed})`).toBe(-1);
+    } finally {
+      held.release();
       c.destroy();
     }
   });
