@@ -38,7 +38,7 @@ export interface WeightsStorageParams {
   seed: number;
 }
 
-const FULL: WeightsStorageParams = { elements: 1 << 22, layers: 16, costs: '0.5,1,2', parallel: 8, maxIterations: 1 << 16, warmup: 1, repeats: 5, seed: 0 };
+const FULL: WeightsStorageParams = { elements: 1 << 22, layers: 16, costs: '0.5,1,2', parallel: 8, maxIterations: 1 << 16, warmup: 1, repeats: 7, seed: 0 };
 const QUICK: WeightsStorageParams = { elements: 1 << 14, layers: 16, costs: '1', parallel: 4, maxIterations: 64, warmup: 1, repeats: 2, seed: 0 };
 
 /** Full runs on a software adapter (SwiftShader runs the kernels on the CPU): 1 MiB layers, one cost. */
