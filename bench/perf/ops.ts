@@ -29,9 +29,6 @@ function sliceOf(i: number, seed: number): number {
   return (Math.imul(i ^ seed, 2654435761) >>> 0) % SRC_SLICES;
 }
 
-/**
- * Reusable buffers for op-cost runs of up to `maxOps` ops on one context.
- */
 /** Each figure's median over `runs`; the last run's check. */
 function medianCost(runs: OpCost[]): OpCost {
   const m = (k: 'enqueueUs' | 'flushUs' | 'hostUs' | 'completeUs'): number => median(runs.map((x) => x[k]));
@@ -39,6 +36,9 @@ function medianCost(runs: OpCost[]): OpCost {
   return { ops: last.ops, streams: last.streams, enqueueUs: m('enqueueUs'), flushUs: m('flushUs'), hostUs: m('hostUs'), completeUs: m('completeUs'), check: last.check };
 }
 
+/**
+ * Reusable buffers for op-cost runs of up to `maxOps` ops on one context.
+ */
 export class OpBench {
   readonly src: DeviceBuffer;
   readonly dst: DeviceBuffer;

@@ -15,7 +15,7 @@ import type { Context, DeviceBuffer, RandomAccessSource } from 'webgpu-streams';
 import { SafetensorsFile, SlotRing, safetensorsHeader } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep } from '../reference';
 import type { Check } from '../scenarios/common';
-import { grid, stagingCopyMs } from '../scenarios/common';
+import { grid, oneQueueBoundMs, stagingCopyMs } from '../scenarios/common';
 import { rawRead, rawStagedLoads, readsUnderCopies } from './p7-baselines';
 import { MiB, median, metric, minOf, num, randomF32, round, sampleIndices, seedOf, sizeText, skippedMetric, type FileProbe, type PerfGroup, type PerfGroupResult, type PerfMetric, type PerfOptions } from './common';
 import { benchKernels } from '../kernels/index';
@@ -254,9 +254,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
         ms = Math.min(ms, await stream(iterations, false)); // timed inside: not the input's upload before it
       }
       const bound = Math.max(lMs, cMs);
-      // One queue: the first layer's load, then every kernel and copy in turn; or all loads, then
-      // the last layer's copies and kernels.
-      const oneQueue = Math.max(lMs / L + cMs + copyMs, lMs + (cMs + copyMs) / L);
+      const oneQueue = oneQueueBoundMs(lMs, cMs, copyMs, L);
       rows.push({ ratio: ms / bound, iterations, ms, computeMs: cMs, loadsMs: lMs, bound, oneQueue });
       // Check: act[0] = ci(act + w_i) per layer, from values read out of the file.
       const got = new Float32Array(n);

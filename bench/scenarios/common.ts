@@ -379,3 +379,11 @@ export async function stagingCopyMs(ctx: Context, stream: Stream, dst: DeviceBuf
     for (const pin of pins) pin.destroy();
   }
 }
+
+/**
+ * Two-slot streaming's bound on WebGPU's one queue, ms: the first layer's load, then every kernel and
+ * copy in turn; or every load, then the last layer's kernels and copy (`copyMs`: all layers' copies).
+ */
+export function oneQueueBoundMs(loadsMs: number, computeMs: number, copyMs: number, layers: number): number {
+  return Math.max(loadsMs / layers + computeMs + copyMs, loadsMs + (computeMs + copyMs) / layers);
+}

@@ -17,7 +17,7 @@ import type { DeviceBuffer, Stream } from 'webgpu-streams';
 import { SafetensorsFile, SlotRing, httpSource } from 'webgpu-streams';
 import { COMPUTE_INTENSIVE_TOL, computeIntensiveStep, randomSeed, rng } from '../reference';
 import { measure, measureInterleaved } from '../stats';
-import { type Check, type Scenario, type WeightsStorage, TraceRecorder, readAt, stagingCopyMs, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
+import { type Check, type Scenario, type WeightsStorage, TraceRecorder, readAt, stagingCopyMs, oneQueueBoundMs, bytesText, checkBytes, checkElementwise, compare, gbs, grid, ms, resolveParams, round, verification } from './common';
 import { benchKernels } from '../kernels/index';
 import { balanceIterations } from '../perf/balance';
 import { isSoftwareAdapter } from '../device';
@@ -189,8 +189,7 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
         const sampled = Float32Array.from(idx, (j) => out[j]!);
         checks.push(checkElementwise(`${tag}: 2 slots == CPU chain of ${L} layers ci(x + w_i) at ${iterations} iterations (${idx.length} elements, weights read from the source)`, sampled, idx.length, (m) => ref.get(idx[m]!)!, { tol: COMPUTE_INTENSIVE_TOL }));
         const ideal = Math.max(loads.median, tc!.median);
-        // One queue: the first load, then every kernel and copy in turn; or every load, then the last layer's.
-        const oneQueue = Math.max(loads.median / L + tc!.median + copyMs, loads.median + (tc!.median + copyMs) / L);
+        const oneQueue = oneQueueBoundMs(loads.median, tc!.median, copyMs, L);
         const vs: Variant[] = [
           { name: `${tag}: compute alone`, time: tc!, ideal: null, extra: { iterations } },
           { name: `${tag}: 1 stream`, time: ts!, ideal: null, memoryBytes: 4 * bytes, extra: { iterations } },
