@@ -150,13 +150,60 @@ export function gitCommit(cwd = process.cwd()): string | undefined {
   }
 }
 
+/** glibc's tunable for the copy size from which x86-64 memcpy writes with non-temporal stores. */
+const NT_TUNABLE = 'glibc.cpu.x86_non_temporal_threshold';
+/** The runners' value: copies of 1 MiB and more (chunks, staging pieces) bypass the caches. */
+export const NT_THRESHOLD = '0x100000';
+
+/** The glibc this process runs on (e.g. '2.39'), undefined elsewhere (musl, macOS, Windows). */
+function glibcVersion(): string | undefined {
+  const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
+  return report?.header?.glibcVersionRuntime;
+}
+
 /**
- * Runs this process again with UV_THREADPOOL_SIZE set, where it is not, and returns the child's exit
- * status (null: it is set, go on). File reads (weights from storage) run on libuv's thread pool, 4
- * threads unless the variable says more, which an ES module entry has started while loading.
+ * Runs this process again with the environment the Node runners want, where it is not set, and
+ * returns the child's exit status (null: it is set, go on):
+ * - UV_THREADPOOL_SIZE=16: file reads (weights from storage) run on libuv's thread pool, 4 threads
+ *   unless the variable says more, which an ES module entry has started while loading;
+ * - on x86-64 glibc, GLIBC_TUNABLES with memcpy's non-temporal threshold at 1 MiB: glibc keeps
+ *   ordinary stores up to about its share of the L3 cache (151 MiB on the H100 hosts), and JS copies
+ *   of a few MiB (fills, read-outs, staging) then run at half the speed (docs/PERFORMANCE.md).
+ *   A GLIBC_TUNABLES already set, even empty, is kept: `GLIBC_TUNABLES= npm run bench:perf`
+ *   measures glibc's own choice.
  */
-export function withReadThreads(threads = 16): number | null {
-  if (process.env['UV_THREADPOOL_SIZE']) return null;
-  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, UV_THREADPOOL_SIZE: String(threads) } });
+export function withRunnerEnv(threads = 16): number | null {
+  const env = { ...process.env };
+  let again = false;
+  if (!env['UV_THREADPOOL_SIZE']) {
+    env['UV_THREADPOOL_SIZE'] = String(threads);
+    again = true;
+  }
+  if (env['GLIBC_TUNABLES'] === undefined && process.platform === 'linux' && process.arch === 'x64' && glibcVersion()) {
+    env['GLIBC_TUNABLES'] = `${NT_TUNABLE}=${NT_THRESHOLD}`;
+    again = true;
+  }
+  if (!again) return null;
+  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
   return child.status ?? 1;
+}
+
+/**
+ * What large host copies use here, for the report: the glibc version and the size from which its
+ * memcpy writes non-temporally, as `ld.so --list-tunables` (glibc 2.33 and later) reads this
+ * environment. Undefined off glibc.
+ */
+export function hostCopyNote(): string | undefined {
+  const version = glibcVersion();
+  if (!version) return undefined;
+  let from = 'unknown';
+  try {
+    const out = execFileSync('/lib64/ld-linux-x86-64.so.2', ['--list-tunables'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+    const hex = /x86_non_temporal_threshold:\s*(0x[0-9a-f]+)/i.exec(out)?.[1];
+    if (hex) from = `${(parseInt(hex, 16) / 2 ** 20).toFixed(2).replace(/\.?0+$/, '')} MiB`;
+  } catch {
+    // no x86-64 loader at that path, or a glibc without --list-tunables
+  }
+  const by = process.env['GLIBC_TUNABLES']?.includes(NT_TUNABLE) ? 'GLIBC_TUNABLES' : "glibc's default";
+  return `glibc ${version}; memcpy non-temporal from ${from} (${by})`;
 }

@@ -14,7 +14,7 @@ import { createNodeContext } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
 import { deviceReport } from './device';
 import { describeDevice, formatReport, isSoftwareDevice, runPassed, validateSuiteResult, SOFTWARE_WARNING } from './report';
-import { gitCommit, parseCliArgs, usage, withReadThreads, writeResultFiles, type CliOptions } from './cli';
+import { gitCommit, hostCopyNote, parseCliArgs, usage, withRunnerEnv, writeResultFiles, type CliOptions } from './cli';
 import type { SuiteResult } from './schema';
 import { runSuite } from './suite';
 import { nodeWeightsStorage } from './weights-file';
@@ -41,7 +41,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   const t0 = performance.now();
   const driver = chooseVulkanDriver();
-  console.log(`bench:node: Node ${process.version}, Vulkan: ${driver}`);
+  const copies = hostCopyNote();
+  console.log(`bench:node: Node ${process.version}, Vulkan: ${driver}${copies ? `; host copies: ${copies}` : ''}`);
 
   let timer: NodeJS.Timeout | undefined;
   if (opts.timeoutMin !== undefined) {
@@ -79,7 +80,7 @@ export async function main(argv: string[]): Promise<number> {
         ...device,
         ...suite.device,
         runner: 'node',
-        notes: { ...device.notes, ...suite.device?.notes, node: process.version, vulkan: driver },
+        notes: { ...device.notes, ...suite.device?.notes, node: process.version, vulkan: driver, ...(copies ? { hostCopies: copies } : {}) },
       },
     };
     const problems = validateSuiteResult(result);
@@ -93,8 +94,8 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-// weights-storage reads its file 8 at a time: run again with libuv's pool sized for it.
-const again = withReadThreads();
+// weights-storage reads its file 8 at a time, host copies are of a few MiB: run again with the environment for them.
+const again = withRunnerEnv();
 if (again !== null) process.exit(again);
 else
   main(process.argv.slice(2)).then(

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
-import { withReadThreads } from './cli';
+import { hostCopyNote, withRunnerEnv } from './cli';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
 
@@ -168,7 +168,8 @@ export async function main(argv: string[]): Promise<number> {
   const t0 = performance.now();
   const vulkan = chooseVulkanDriver();
   const driver = driverVersion();
-  console.log(`bench:perf: Node ${process.version}, Vulkan: ${vulkan}${driver ? `, driver ${driver}` : ''}`);
+  const copies = hostCopyNote();
+  console.log(`bench:perf: Node ${process.version}, Vulkan: ${vulkan}${driver ? `, driver ${driver}` : ''}${copies ? `; host copies: ${copies}` : ''}`);
   let timer: NodeJS.Timeout | undefined;
   if (opts.timeoutMin) {
     timer = setTimeout(() => {
@@ -204,7 +205,7 @@ export async function main(argv: string[]): Promise<number> {
       ...result,
       ...(commit ? { commit } : {}),
       ...(driver ? { driver } : {}),
-      device: { ...result.device, notes: { ...result.device.notes, node: process.version, vulkan, ...(driver ? { driver } : {}) } },
+      device: { ...result.device, notes: { ...result.device.notes, node: process.version, vulkan, ...(driver ? { driver } : {}), ...(copies ? { hostCopies: copies } : {}) } },
     };
     const problems = validatePerfResult(JSON.parse(JSON.stringify(full)));
     const path = writePerfResult(full, opts.out);
@@ -222,8 +223,8 @@ const isEntry = (() => {
   const argv1 = process.argv[1] ?? '';
   return /bench-perf\.mjs$|perf-node\.ts$/.test(argv1);
 })();
-// P7 reads its file 16 at a time: run again with libuv's pool sized for it.
-const again = isEntry ? withReadThreads() : null;
+// P7 reads its file 16 at a time, host copies are of a few MiB: run again with the environment for them.
+const again = isEntry ? withRunnerEnv() : null;
 if (again !== null) process.exit(again);
 else if (isEntry) {
   main(process.argv.slice(2)).then(
