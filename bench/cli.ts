@@ -167,8 +167,8 @@ function glibcVersion(): string | undefined {
  * - UV_THREADPOOL_SIZE=16: file reads (weights from storage) run on libuv's thread pool, 4 threads
  *   unless the variable says more, which an ES module entry has started while loading;
  * - on x86-64 glibc, GLIBC_TUNABLES with memcpy's non-temporal threshold at 1 MiB: glibc keeps
- *   ordinary stores up to about its share of the L3 cache (151 MiB on the H100 hosts), and JS copies
- *   of a few MiB (fills, read-outs, staging) then run at half the speed (docs/PERFORMANCE.md).
+ *   ordinary stores up to about its share of the L3 cache, and JS copies of a few MiB (fills,
+ *   read-outs, staging) can run at half the speed of non-temporal ones (docs/PERFORMANCE.md).
  *   A GLIBC_TUNABLES already set, even empty, is kept: `GLIBC_TUNABLES= npm run bench:perf`
  *   measures glibc's own choice.
  */
