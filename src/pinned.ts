@@ -46,7 +46,7 @@ export interface Claimant {
   readonly id: number;
   readonly kind: string;
   readonly ordered: boolean;
-  readonly stream: { readonly label: string };
+  readonly stream: { readonly label: string; readonly hostFnsUndone: number };
   /** Its place in its pinned buffer's `claimants` (an op claims at most one buffer), -1 when none. */
   claimIndex: number;
 }
@@ -113,6 +113,18 @@ export class PinnedBuffer {
   /** @internal the device that made it: a stream of another device refuses it at the call */
   get device(): GPUDevice {
     return this.#host.device;
+  }
+
+  /**
+   * @internal after a submit that used it: ops still to be encoded use it too, and no host function
+   * can write it before them (none is undone on their streams), so mapping it back now would only
+   * hold them back (no op using a buffer is encoded while it maps). The submit of its last op maps it.
+   */
+  get staysWithGpu(): boolean {
+    if (this.unencoded === 0) return false;
+    const cs = this.claimants;
+    for (let i = 0; i < cs.length; i++) if (!cs[i]!.ordered && cs[i]!.stream.hostFnsUndone > 0) return false;
+    return true;
   }
 
   /** True when the host owns the buffer: mapped, and no enqueued op uses it. `ready()` waits for this. */

@@ -223,6 +223,45 @@ describe('pinned buffers', () => {
     for (const b of [up, d]) b.destroy();
   });
 
+  it('copies from and into one pinned buffer, flushed part by part, are submitted one after another with no map between them; each buffer is mapped back once, after its last', async () => {
+    const seed = randomSeed();
+    const parts = 4;
+    const a = rng(seed).f32Array(parts * 256);
+    const up = ctx.allocHost(parts * 1024, 'upload', { label: 'parts-up' });
+    const down = ctx.allocHost(parts * 1024, 'download', { label: 'parts-down' });
+    const d = Array.from({ length: parts }, (_, i) => ctx.alloc(1024, { label: `part ${i}` }));
+    const s = ctx.createStream({ label: 'parts' });
+    const queue = ctx.device.queue;
+    const submit = queue.submit;
+    const maps = { up: 0, down: 0 };
+    const count = (b: PinnedBuffer, k: 'up' | 'down'): (() => void) => {
+      const map = b.buffer.mapAsync;
+      b.buffer.mapAsync = (...args) => (maps[k]++, map.apply(b.buffer, args));
+      return () => void (b.buffer.mapAsync = map);
+    };
+    const restore = [count(up, 'up'), count(down, 'down')];
+    let submits = 0;
+    queue.submit = (cmds) => (submits++, submit.call(queue, cmds));
+    try {
+      up.f32.set(a);
+      for (let i = 0; i < parts; i++) {
+        s.upload(up, d[i]!, { srcOffset: i * 1024, size: 1024 });
+        s.download(d[i]!, down, { dstOffset: i * 1024, size: 1024 });
+        ctx.flush();
+      }
+      expect(submits, 'each flush submitted its part: none waited for a map').toBe(parts);
+      await down.ready();
+      await up.ready();
+      expect(maps).toEqual({ up: 1, down: 1 });
+      expect(firstMismatch(down.f32, a), `seed ${seed}`).toBeNull();
+    } finally {
+      queue.submit = submit;
+      for (const r of restore) r();
+    }
+    await s.synchronize();
+    for (const b of [up, down, ...d]) b.destroy();
+  });
+
   it('views throw while the GPU owns the buffer, naming the stream and op; ready() hands them back', async () => {
     const seed = randomSeed();
     const v = rng(seed).f32Array(256);

@@ -15,6 +15,8 @@ import { copyRows } from '../texture.js';
 import type { Batch, Encoder } from './encode.js';
 import { awaitHostFn, callHostFn, hostBudget, hostFnEnded, resumeNextTurn } from './host.js';
 
+const RESOLVED: Promise<void> = Promise.resolve();
+
 /** Ops to look at for completion, in every context. */
 let worklist: Op[] = [];
 let head = 0;
@@ -80,10 +82,7 @@ export class Completer {
   /** The device's queue, read once (a native getter per submit costs on Dawn). */
   readonly #queue: GPUQueue;
 
-  constructor(
-    readonly host: CompleterHost,
-    readonly encoder: Encoder,
-  ) {
+  constructor(readonly host: CompleterHost, readonly encoder: Encoder) {
     this.#queue = host.device.queue;
   }
 
@@ -126,29 +125,39 @@ export class Completer {
       });
     }
 
-    // Mapped memory goes back to the host as soon as the GPU is done with it: pinned buffers are
-    // re-mapped now (the map resolves once the GPU is done with them) and their ops complete once
-    // mapped, so after `synchronize()` the host owns them again. A map of a buffer this submit used
-    // also serves as the submit's completion, which spares an onSubmittedWorkDone.
+    for (let i = 0; i < b.readbacks.length; i++) this.#readBack(b.readbacks[i]!, validation!);
+    if (b.ts) this.#readTimestamps(b);
+    // The batch completes once validated and done on the GPU (#finishIfJoined); no Promise.all.
+    popped.then((err) => this.#validated(b, err ?? null), (e: unknown) => this.#validated(b, asValue(e)));
+    for (let i = 0; i < b.pinnedUploads.length; i++) b.pinnedUploads[i]!.pinned.lastGroup = null;
+    for (let i = 0; i < b.pinnedDownloads.length; i++) b.pinnedDownloads[i]!.pinned.lastGroup = null;
+    // On a microtask: the code that flushed may enqueue more ops on the same pinned buffers first.
+    void RESOLVED.then(() => this.#mapBack(b));
+  }
+
+  /**
+   * Maps batch `b`'s pinned buffers back, resolving once the GPU is done with them; their ops complete
+   * once mapped, so after `synchronize()` the host owns them. Not one that ops still to be encoded
+   * use (PinnedBuffer.staysWithGpu). A map also serves as the submit's completion.
+   */
+  #mapBack(b: Batch): void {
     let mapped: Promise<void> | null = null;
     for (let i = 0; i < b.pinnedUploads.length; i++) {
       const { pinned: p, ops } = b.pinnedUploads[i]!;
-      p.lastGroup = null;
-      if (p.state !== 'unmapped') continue;
+      if (p.state !== 'unmapped' || p.staysWithGpu) continue;
       for (let j = 0; j < ops.length; j++) ops[j]!.pendingParts++;
       const m = this.#whenMapped(p.map(), ops);
       mapped ??= m;
     }
     for (let i = 0; i < b.pinnedDownloads.length; i++) {
       const { pinned: p, ops } = b.pinnedDownloads[i]!;
-      p.lastGroup = null;
+      if (p.staysWithGpu) {
+        for (let j = 0; j < ops.length; j++) ops[j]!.pendingParts--; // done with the submit's GPU work
+        continue;
+      }
       const m = this.#whenMapped(p.map(), ops);
       mapped ??= m;
     }
-    for (let i = 0; i < b.readbacks.length; i++) this.#readBack(b.readbacks[i]!, validation!);
-    if (b.ts) this.#readTimestamps(b);
-    // The batch completes once validated and done on the GPU (#finishIfJoined); no Promise.all.
-    popped.then((err) => this.#validated(b, err ?? null), (e: unknown) => this.#validated(b, asValue(e)));
     const queue = this.#queue;
     const worked = (): void => {
       b.worked = true;
@@ -192,22 +201,15 @@ export class Completer {
 
   #settled(b: Batch): void {
     this.inFlight--;
-    const list = this.inFlightBatches;
-    const i = list.indexOf(b); // submits complete in order: at the front
-    if (i >= 0) list.splice(i, 1);
+    const i = this.inFlightBatches.indexOf(b); // submits complete in order: at the front
+    if (i >= 0) this.inFlightBatches.splice(i, 1);
     this.host.scheduleFlush(true);
   }
 
   /** `m` (a pinned buffer's map) completes a part of each of `ops`; returns it. */
   #whenMapped(m: Promise<void>, ops: Op[]): Promise<void> {
-    m.then(
-      () => {
-        for (let i = 0; i < ops.length; i++) this.partDone(ops[i]!);
-      },
-      (e: unknown) => {
-        for (let i = 0; i < ops.length; i++) this.fail(ops[i]!, this.#asError(e, ops[i]!));
-      },
-    );
+    const done = (): void => ops.forEach((op) => this.partDone(op));
+    m.then(done, (e: unknown) => ops.forEach((op) => this.fail(op, this.#asError(e, op))));
     return m;
   }
 
@@ -387,11 +389,7 @@ export class Completer {
     return ops;
   }
 
-  /**
-   * Runs the queued host functions, each once everything before it is done. Gives the event loop
-   * a macrotask after a budget of them (host.ts), so a host function that re-enqueues itself
-   * cannot starve timers.
-   */
+  /** Runs the queued host functions, each once everything before it is done; yields a macrotask after a budget of them (host.ts). */
   runHostFns(): void {
     if (this.#runningHostFns) return; // a host function flushed: the loop below goes on
     this.#runningHostFns = true;
