@@ -347,7 +347,9 @@ export class LibPipeline {
   /**
    * GPU work alone: every chunk's upload, kernel and download, with no host work in between: the
    * chunks come from / go to whole-size pinned buffers (offsets), on one stream, all enqueued at
-   * once. Timed with timing events when the device has timestamps (else wall). Returns ms.
+   * once and submitted in the plan's groups (one submit each, as `run` submits them: the GPU's
+   * time between two submits is part of the plan's GPU work). Timed with timing events when the
+   * device has timestamps (else wall). Returns ms.
    */
   async gpuOnly(upAll: PinnedBuffer, downAll: PinnedBuffer): Promise<{ ms: number; method: 'timestamps' | 'wall' }> {
     const ctx = this.ctx;
@@ -364,16 +366,20 @@ export class LibPipeline {
     const ci = benchKernels(ctx).computeIntensive;
     const t0 = performance.now();
     if (ts) s.record(this.#t0!);
-    for (let k = 0; k < chunks.length; k++) {
-      const slot = this.slots[k % ring]!;
-      const ce = chunks[k]!;
-      const at = this.offsets[k]! * 4;
-      const { din, dout } = slot.dev.get(ce)!;
-      s.upload(upAll, din, { srcOffset: at, size: ce * 4 });
-      s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants: { iterations } });
-      s.download(dout, downAll, { dstOffset: at, size: ce * 4 });
+    const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
+    for (const [k0, k1] of groupsOf(chunks.length, batch, this.plan.edges ?? false)) {
+      for (let k = k0; k < k1; k++) {
+        const slot = this.slots[k % ring]!;
+        const ce = chunks[k]!;
+        const at = this.offsets[k]! * 4;
+        const { din, dout } = slot.dev.get(ce)!;
+        s.upload(upAll, din, { srcOffset: at, size: ce * 4 });
+        s.launch(ci, { bindings: [din, dout], workgroups: this.#grids.get(ce)!, constants: { iterations } });
+        s.download(dout, downAll, { dstOffset: at, size: ce * 4 });
+      }
+      if (ts && k1 === chunks.length) s.record(this.#t1!);
+      ctx.flush();
     }
-    if (ts) s.record(this.#t1!);
     await s.synchronize();
     const wall = performance.now() - t0;
     return ts ? { ms: this.#t0!.elapsedTime(this.#t1!), method: 'timestamps' } : { ms: wall, method: 'wall' };
