@@ -152,7 +152,7 @@ export class Completer {
     for (let i = 0; i < b.pinnedDownloads.length; i++) {
       const { pinned: p, ops } = b.pinnedDownloads[i]!;
       if (p.staysWithGpu) {
-        for (let j = 0; j < ops.length; j++) ops[j]!.pendingParts--; // done with the submit's GPU work
+        for (let j = 0; j < ops.length; j++) if (!ops[j]!.done) ops[j]!.pendingParts--; // its part: the submit's GPU work
         continue;
       }
       const m = this.#whenMapped(p.map(), ops);
