@@ -146,7 +146,9 @@ export function formatMetricLine(m: PerfMetric): string {
   const status = m.skipped ? 'N/A' : !m.verified ? 'UNVERIFIED' : m.pass ? 'PASS' : 'FALL SHORT';
   // JSON has no NaN: a value read back from a result file is null there.
   const value = m.value !== null && Number.isFinite(m.value) ? (m.bounded ? ratioText(m.value) : num(m.value)) : m.skipped ? '-' : 'n/a';
-  return `${m.id.padEnd(14)} ${`${value} ${m.unit}`.padEnd(18)} target ${m.target.padEnd(40)} ${status}`;
+  // Below zero of an efficiency's bound (P1): the overlapped run was slower than the synchronous one.
+  const unit = m.bounded && m.value !== null && m.value < 0 ? `${m.unit} (slower than sync)` : m.unit;
+  return `${m.id.padEnd(14)} ${`${value} ${unit}`.padEnd(18)} target ${m.target.padEnd(40)} ${status}`;
 }
 
 /**
@@ -158,7 +160,7 @@ export function formatBounded(b: BoundedReport): string[] {
   for (const r of b.rows) {
     const at = r.label ? `${r.label}: ` : '';
     // A row without a bound says why in `bound` ('no bound: ...').
-    const bound = r.ofBound === null ? r.bound : `bound ${r.bound}; ${ratioText(r.ofBound, BOUND_FRACTION)} of bound`;
+    const bound = r.ofBound === null ? r.bound : `bound ${r.bound}; ${ratioText(r.ofBound, BOUND_FRACTION)} of bound${r.ofBound < 0 ? ' (slower than sync)' : ''}`;
     const lr = r.libOverRaw === null ? 'n/a' : `${ratioText(r.libOverRaw, RAW_SLACK)}x`;
     lines.push(`    ${at}measured ${r.measured}; ${bound}; ${r.raw}, library / raw ${lr} (paired); ${r.verdict}`);
   }
