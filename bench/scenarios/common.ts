@@ -108,16 +108,21 @@ export function round(x: number, digits = 4): number {
   return Math.round(x * p) / p;
 }
 
-/** How far a variant's samples spread (half their range), ms: the run's noise for that variant. */
-function spread(t: Timing): number {
-  return t.samples.length > 1 ? (t.max - t.min) / 2 : 0;
+/** How far a variant's samples spread (half their interquartile range; half their range below 4 samples), ms: the run's noise for that variant. */
+export function spread(t: Timing): number {
+  const n = t.samples.length;
+  if (n < 2) return 0;
+  if (n < 4) return (t.max - t.min) / 2;
+  // Half the interquartile range: one host hiccup (a sample at 3x the rest) must not hide the figure.
+  const s = [...t.samples].sort((a, b) => a - b);
+  return (s[Math.ceil((3 * (n - 1)) / 4)]! - s[Math.floor((n - 1) / 4)]!) / 2;
 }
 
 /**
  * Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). Efficiency,
  * (t_base - t) / (t_base - t_ideal), is left out (shown as n/a) where the possible gain t_base -
- * t_ideal is within the run's noise (5% of t_base, or half the spread of either variant's samples):
- * a ratio over noise reads as -970%. Speedup is left out where a median is not positive.
+ * t_ideal is within the run's noise (5% of t_base, or half the interquartile range of either
+ * variant's samples): a ratio over noise reads as -970%. Speedup is left out where a median is not positive.
  */
 export function compare(variants: Variant[]): Variant[] {
   for (const v of variants) {

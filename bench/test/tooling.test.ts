@@ -19,6 +19,8 @@ import type { SuiteResult } from '../schema';
 import { serveDir, type StaticServer } from '../serve';
 import { weightsHeader, weightsLayer } from '../weights-file';
 import { weightsUrl } from '../weights-spec';
+import { compare } from '../scenarios/common';
+import type { Timing, Variant } from '../schema';
 import { spawn } from 'node:child_process';
 import { createServer as createViteServer } from 'vite';
 import { decodePng, distinctColors } from './e2e/png';
@@ -159,6 +161,31 @@ describe('report text and files', () => {
     expect(() => parseCliArgs(['--scenarios', ','])).toThrow(/--scenarios/);
     expect(() => parseCliArgs(['--timeout', '0'])).toThrow(/--timeout/);
     expect(() => parseCliArgs(['--frobnicate'])).toThrow();
+  });
+});
+
+describe('compare (speedup and efficiency against a baseline)', () => {
+  const timing = (samples: number[]): Timing => {
+    const s = [...samples].sort((a, b) => a - b);
+    return { median: (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2, min: s[0]!, max: s[s.length - 1]!, samples };
+  };
+  it('rates efficiency through one outlying sample, and leaves it n/a where the possible gain is within the spread', () => {
+    // The H100 run of 207aa26: sync 4.66 ms median with one sample at 14.6, 4 streams 3.44, ideal 2.50.
+    const sync = timing([4.47, 4.52, 4.54, 4.55, 4.55, 4.77, 6.16, 7.02, 7.36, 14.57]);
+    const four = timing([3.22, 3.23, 3.23, 3.24, 3.24, 3.64, 4.57, 4.72, 4.83, 22.15]);
+    const [, v] = compare([
+      { name: 'sync', time: sync, ideal: null },
+      { name: 'streams=4', time: four, ideal: 2.5, baseline: 'sync' },
+    ] as Variant[]);
+    expect(v!.speedup).toBeCloseTo(4.66 / 3.44, 2);
+    expect(v!.efficiency).toBeCloseTo((4.66 - 3.44) / (4.66 - 2.5), 2);
+    // Samples that spread over more than the possible gain: no figure.
+    const wide = timing([3, 3.5, 4, 6, 8, 9, 10, 11]);
+    const [, w] = compare([
+      { name: 'sync', time: wide, ideal: null },
+      { name: 'streams=4', time: timing([4, 4.2, 4.4, 4.6]), ideal: 5, baseline: 'sync' },
+    ] as Variant[]);
+    expect(w!.efficiency).toBeUndefined();
   });
 });
 
