@@ -170,7 +170,7 @@ describe('compare (speedup and efficiency against a baseline)', () => {
     return { median: (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2, min: s[0]!, max: s[s.length - 1]!, samples };
   };
   it('rates efficiency through one outlying sample, and leaves it n/a where the possible gain is within the spread', () => {
-    // The H100 run of 207aa26: sync 4.66 ms median with one sample at 14.6, 4 streams 3.44, ideal 2.50.
+    // Samples as a GPU host gave them: sync 4.66 ms median with one sample at 14.6, 4 streams 3.44, ideal 2.50.
     const sync = timing([4.47, 4.52, 4.54, 4.55, 4.55, 4.77, 6.16, 7.02, 7.36, 14.57]);
     const four = timing([3.22, 3.23, 3.23, 3.24, 3.24, 3.64, 4.57, 4.72, 4.83, 22.15]);
     const [, v] = compare([
