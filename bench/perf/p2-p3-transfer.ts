@@ -177,6 +177,12 @@ export const uploadGroup: PerfGroup = {
     const dst = ctx.alloc(bytes, { label: 'p2.dst' });
     const pin = ctx.allocHost(bytes, 'upload', { label: 'p2.pinned' });
     const s = ctx.createStream({ label: 'p2', nonBlocking: true });
+    // Beside the pool: the same upload in 8 pieces (`uploadPieceBytes`, a context of its own, where
+    // the runner can make one), which overlaps the host's copy in with the GPU's copy out.
+    const pieceBytes = Math.max(4096, Math.ceil(bytes / 8 / 4) * 4);
+    const pc = opts.createContext ? await opts.createContext({ uploadPieceBytes: pieceBytes, label: 'perf p2 pieces' }).catch(() => null) : null;
+    const pDst = pc?.alloc(bytes, { label: 'p2.pieces.dst' });
+    const ps = pc?.createStream({ label: 'p2 pieces', nonBlocking: true });
     const ts = ctx.features.timestampQuery;
     const raw = new RawUpload(ctx.device, bytes);
     // The bound's first half: the host's copy into a mapped MAP_WRITE range, kept mapped.
@@ -211,6 +217,15 @@ export const uploadGroup: PerfGroup = {
           if (warmup) stagingAfterWarmup = ctx.memory.staging;
           if (last) stagingAtLast = ctx.memory.staging; // before the check's read-back adds its own staging
           if (last) checks.push(checkBytes('pool upload (stream.upload(array))', await readBack(ctx, dst, bytes), srcOf(2)));
+          return ms;
+        },
+        pieces: async ({ last }: { last: boolean }) => {
+          if (!pc || !ps || !pDst) return Number.NaN;
+          const t0 = performance.now();
+          ps.upload(srcOf(8), pDst);
+          await ps.synchronize();
+          const ms = performance.now() - t0;
+          if (last) checks.push(checkBytes(`pool upload in pieces of ${sizeText(pieceBytes)} (uploadPieceBytes)`, await readBack(pc, pDst, bytes), srcOf(8)));
           return ms;
         },
         // Right after the pool in every round: the pair the library / raw ratio is taken over.
@@ -254,6 +269,7 @@ export const uploadGroup: PerfGroup = {
       const pool = g('pool');
       const pinned = g('pinned');
       const wb = g('writeBuffer');
+      const pieces = pc ? g('pieces') : Number.NaN;
       const rawG = g('raw');
       const tMemcpy = median(samples.memcpy);
       const tHostCopy = median(samples.memcpyMapped);
@@ -299,6 +315,7 @@ export const uploadGroup: PerfGroup = {
         rawMs: round(tRaw),
         ...(bound ? { gpuCopyMs: round(tCopy), gpuCopyGBps: round(gbps(bytes, tCopy)), boundMs: round(bound.ms), boundGBps: round(bound.gbps), ofBound: round(ofBound!) } : { noBound: noBound! }),
         poolOverRawPaired: round(poolOverRaw),
+        ...(pc ? { piecesGBps: round(pieces), piecesOverPool: round(pieces / pool) } : {}),
         poolOverMemcpy: round(pool / memcpy),
         pinnedOverMemcpy: round(pinned / memcpy),
         poolOverWriteBuffer: round(pool / wb),
@@ -306,7 +323,7 @@ export const uploadGroup: PerfGroup = {
         stagingBytesBefore: stagingBefore,
         stagingBytesGrownDuringMeasuredRuns: stagingGrowth,
       };
-      const common = `${sizeText(bytes)} end to end (call -> completed submit): pool ${num(pool)} GB/s, pinned ${num(pinned)} GB/s, raw WebGPU ${num(rawG)} GB/s, JS memcpy ${num(memcpy)} GB/s (into mapped staging ${num(gbps(bytes, tHostCopy))} GB/s), writeBuffer ${num(wb)} GB/s` +
+      const common = `${sizeText(bytes)} end to end (call -> completed submit): pool ${num(pool)} GB/s${pc ? ` (in 8 pieces: ${num(pieces)} GB/s)` : ''}, pinned ${num(pinned)} GB/s, raw WebGPU ${num(rawG)} GB/s, JS memcpy ${num(memcpy)} GB/s (into mapped staging ${num(gbps(bytes, tHostCopy))} GB/s), writeBuffer ${num(wb)} GB/s` +
         (stagingGrowth > 0 ? `; the staging pool grew by ${sizeText(stagingGrowth)} during measured runs (a buffer was not back in the pool in time)` : '; pool reused its staging buffer every run');
       return {
         metrics: [
@@ -347,6 +364,10 @@ export const uploadGroup: PerfGroup = {
       await raw.destroy();
       copier?.destroy();
       hostStaging.destroy();
+      if (pc) {
+        await ps!.synchronize().catch(() => undefined);
+        pc.destroy();
+      }
     }
   },
 };
