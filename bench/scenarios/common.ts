@@ -109,7 +109,7 @@ export function round(x: number, digits = 4): number {
 }
 
 /** How far a variant's samples spread (half their interquartile range; half their range below 4 samples), ms: the run's noise for that variant. */
-export function spread(t: Timing): number {
+function spread(t: Timing): number {
   const n = t.samples.length;
   if (n < 2) return 0;
   if (n < 4) return (t.max - t.min) / 2;
