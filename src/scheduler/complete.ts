@@ -16,6 +16,8 @@ import type { Batch, Encoder } from './encode.js';
 import { awaitHostFn, callHostFn, hostBudget, hostFnEnded, resumeNextTurn } from './host.js';
 
 const RESOLVED: Promise<void> = Promise.resolve();
+/** A rejected popErrorScope as the error it stands for. */
+const asValue = (e: unknown): GPUError => ({ message: describeThrown(e) }) as GPUError;
 
 /** Ops to look at for completion, in every context. */
 let worklist: Op[] = [];
@@ -105,7 +107,6 @@ export class Completer {
     // so an error here fails the ops of this submit; an isolated op is alone in its.
     const popped = device.popErrorScope();
     // As a value (never rejecting), only for the parts that wait on it: an isolated op, read-backs.
-    const asValue = (e: unknown): GPUError => ({ message: describeThrown(e) }) as GPUError;
     const validation = b.isolated || b.readbacks.length > 0 ? popped.then((err) => err, asValue) : null;
     this.inFlight++;
     this.inFlightBatches.push(b);
@@ -132,14 +133,18 @@ export class Completer {
     for (let i = 0; i < b.pinnedUploads.length; i++) b.pinnedUploads[i]!.pinned.lastGroup = null;
     for (let i = 0; i < b.pinnedDownloads.length; i++) b.pinnedDownloads[i]!.pinned.lastGroup = null;
     // On a microtask: the code that flushed may enqueue more ops on the same pinned buffers first.
-    void RESOLVED.then(() => this.#mapBack(b));
+    if (this.#toMapBack.push(b) === 1) void RESOLVED.then(this.#mapBackAll);
   }
 
-  /**
-   * Maps batch `b`'s pinned buffers back, resolving once the GPU is done with them; their ops complete
-   * once mapped, so after `synchronize()` the host owns them. Not one that ops still to be encoded
-   * use (PinnedBuffer.staysWithGpu). A map also serves as the submit's completion.
-   */
+  /** Submitted batches whose pinned buffers go back to the host on the next microtask. */
+  #toMapBack: Batch[] = [];
+  readonly #mapBackAll = (): void => {
+    const bs = this.#toMapBack;
+    this.#toMapBack = [];
+    for (let i = 0; i < bs.length; i++) this.#mapBack(bs[i]!);
+  };
+
+  /** Maps `b`'s pinned buffers back (but PinnedBuffer.staysWithGpu): their ops complete once mapped, so after `synchronize()` the host owns them. A map also serves as the submit's completion. */
   #mapBack(b: Batch): void {
     let mapped: Promise<void> | null = null;
     for (let i = 0; i < b.pinnedUploads.length; i++) {
@@ -258,10 +263,8 @@ export class Completer {
           const begin = stamps[t.begin]!;
           const end = stamps[t.end]!;
           const times = t.op.times;
-          if (times) {
-            times.gpuBegin = begin;
-            times.gpuEnd = end;
-          }
+          if (times) times.gpuBegin = begin;
+          if (times) times.gpuEnd = end;
           if (t.op.payload.kind === 'record') t.op.payload.timestamp = end;
           if (end > maxEnd) maxEnd = end;
           if (minBegin === null || begin < minBegin) minBegin = begin;
@@ -269,9 +272,7 @@ export class Completer {
         this.#alignClocks(b.tSubmit, minBegin, performance.now(), maxEnd);
         for (const t of b.timed) this.partDone(t.op);
       },
-      (e: unknown) => {
-        for (const t of b.timed) this.fail(t.op, this.#asError(e, t.op));
-      },
+      (e: unknown) => b.timed.forEach((t) => this.fail(t.op, this.#asError(e, t.op))),
     );
   }
 
