@@ -54,6 +54,9 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
     '  --sanitize        the stream sanitizer warns of races; the timeline draws each as an arrow',
     '  --out DIR         where to write the result files (default: bench-results)',
     `  --timeout MIN     give up after MIN minutes (default: ${runner === 'headless' ? '20 full, 10 quick' : 'none'})`,
+    ...(runner === 'node'
+      ? ['', 'On x86-64 glibc it starts Node with memcpy non-temporal from 1 MiB (GLIBC_TUNABLES; docs/PERFORMANCE.md);', 'set GLIBC_TUNABLES yourself, even empty, to run as given.']
+      : []),
   ].join('\n');
 }
 

@@ -83,6 +83,8 @@ export const PERF_USAGE = [
   '',
   'P8 (two GPUs) opens its second context on the host\'s second GPU with the layer of docs/MULTI_GPU.md',
   'and DEVSEL_TAG=1; without them, on a second device of the same adapter (the result says which).',
+  'On x86-64 glibc it starts Node with memcpy non-temporal from 1 MiB (GLIBC_TUNABLES; docs/PERFORMANCE.md);',
+  'set GLIBC_TUNABLES yourself, even empty, to run as given.',
 ].join('\n');
 
 /** Parses the flags; throws a TypeError naming the bad one. */
