@@ -6,6 +6,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { resultStem, toChromeTrace } from './report';
@@ -173,11 +174,19 @@ function glibcVersion(): string | undefined {
  *   ordinary stores up to about its share of the L3 cache, and JS copies of a few MiB (fills,
  *   read-outs, staging) can run at half the speed of non-temporal ones (docs/PERFORMANCE.md).
  *   A GLIBC_TUNABLES already set, even empty, is kept: `GLIBC_TUNABLES= npm run bench:perf`
- *   measures glibc's own choice.
+ *   measures glibc's own choice;
+ * - on Linux without XDG_RUNTIME_DIR, a private one (as the test run has): the Vulkan loader and
+ *   SwiftShader otherwise print "XDG_RUNTIME_DIR is invalid or not set" a few times.
  */
 export function withRunnerEnv(threads = 16): number | null {
   const env = { ...process.env };
   let again = false;
+  if (!env['XDG_RUNTIME_DIR'] && process.platform === 'linux') {
+    const dir = join(tmpdir(), `webgpu-streams-runtime-${process.getuid?.() ?? 0}`);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    env['XDG_RUNTIME_DIR'] = dir;
+    again = true;
+  }
   if (!env['UV_THREADPOOL_SIZE']) {
     env['UV_THREADPOOL_SIZE'] = String(threads);
     again = true;
