@@ -66,8 +66,11 @@ export function planText(plan: ChunkPlan): string {
   return `${plan.label}, ring ${plan.ring}`;
 }
 
-/** Chunk groups [start, end) that go out one flush each. */
-function groupsOf(C: number, batch: number, edges: boolean): [number, number][] {
+/** The plan's chunk groups [start, end) that go out one flush each (`batch` per flush, at most the ring). */
+function groupsOf(plan: ChunkPlan): [number, number][] {
+  const C = plan.chunks.length;
+  const batch = Math.max(1, Math.min(plan.batch ?? 1, plan.ring));
+  const edges = plan.edges ?? false;
   const out: [number, number][] = [];
   let k = 0;
   if (edges && batch > 1 && C > 0) out.push([k, ++k]);
@@ -82,8 +85,7 @@ function groupsOf(C: number, batch: number, edges: boolean): [number, number][] 
 
 /** Chunks [0, end) go out in the first submit: their fills all come before the GPU has work. */
 export function firstSubmitEnd(plan: ChunkPlan): number {
-  const batch = Math.max(1, Math.min(plan.batch ?? 1, plan.ring));
-  return groupsOf(plan.chunks.length, batch, plan.edges ?? false)[0]?.[1] ?? 0;
+  return groupsOf(plan)[0]?.[1] ?? 0;
 }
 
 /** Where the host's time went in the last overlapped run (ms). */
@@ -247,7 +249,6 @@ export class LibPipeline {
    */
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks, iterations } = this.plan;
-    const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
     const C = chunks.length;
     const ci = benchKernels(this.ctx).computeIntensive;
     const constants = { iterations };
@@ -255,7 +256,7 @@ export class LibPipeline {
     const tl = this.timeline;
     if (tl) tl.length = 0;
     const t0 = now();
-    for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
+    for (const [k0, k1] of groupsOf(this.plan)) {
       // Wait for the group's slots first: no wait between this group's enqueues and its flush.
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
@@ -366,8 +367,7 @@ export class LibPipeline {
     const ci = benchKernels(ctx).computeIntensive;
     const t0 = performance.now();
     if (ts) s.record(this.#t0!);
-    const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
-    for (const [k0, k1] of groupsOf(chunks.length, batch, this.plan.edges ?? false)) {
+    for (const [k0, k1] of groupsOf(this.plan)) {
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;
@@ -524,7 +524,6 @@ export class RawPipeline {
   async run(src: Float32Array, out: Float32Array): Promise<number> {
     const { ring, chunks } = this.plan;
     const C = chunks.length;
-    const batch = Math.max(1, Math.min(this.plan.batch ?? 1, ring));
     const device = this.device;
     const tl = this.timeline;
     if (tl) tl.length = 0;
@@ -544,7 +543,7 @@ export class RawPipeline {
       st.read += ms;
       if (k === C - 1) st.ends += ms;
     };
-    for (const [k0, k1] of groupsOf(C, batch, this.plan.edges ?? false)) {
+    for (const [k0, k1] of groupsOf(this.plan)) {
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         await slot.downMap;
