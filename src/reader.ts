@@ -8,7 +8,7 @@
  * range is V8 external memory, and more than a few at once start major GCs.
  */
 import type { PinnedBuffer } from './pinned.js';
-import { isRandomAccess, pieceCount, readFully, slot, type Piece, type RandomAccessSource, type Transfer } from './upload-from.js';
+import { isRandomAccess, pieceCount, readFully, readsAhead, slot, type Piece, type RandomAccessSource, type Transfer } from './upload-from.js';
 
 /** Pieces being read at once, at most (each a mapped range of up to 8 MiB). */
 const MAX_READING = 5;
@@ -33,7 +33,7 @@ export class Reader {
   /** Queues a transfer (any source: each holds a ring while it runs). */
   add(t: Transfer): void {
     // A source read ahead waits for the transfer three before to give its ring back; one that may not, for its own op.
-    t.gate = (t.source as RandomAccessSource).readAhead === false ? t.started : this.#lastEnded[0];
+    t.gate = readsAhead(t.source) ? this.#lastEnded[0] : t.started;
     this.#lastEnded = [this.#lastEnded[1], this.#lastEnded[2], t.ended];
     if (!isRandomAccess(t.source) || !t.size) return t.finishReader();
     this.#queue.push(t);

@@ -130,8 +130,6 @@ export class Completer {
     if (b.ts) this.#readTimestamps(b);
     // The batch completes once validated and done on the GPU (#finishIfJoined); no Promise.all.
     popped.then((err) => this.#validated(b, err ?? null), (e: unknown) => this.#validated(b, asValue(e)));
-    for (let i = 0; i < b.pinnedUploads.length; i++) b.pinnedUploads[i]!.pinned.lastGroup = null;
-    for (let i = 0; i < b.pinnedDownloads.length; i++) b.pinnedDownloads[i]!.pinned.lastGroup = null;
     // On a microtask: the code that flushed may enqueue more ops on the same pinned buffers first.
     if (this.#toMapBack.push(b) === 1) void RESOLVED.then(this.#mapBackAll);
   }
@@ -149,6 +147,7 @@ export class Completer {
     let mapped: Promise<void> | null = null;
     for (let i = 0; i < b.pinnedUploads.length; i++) {
       const { pinned: p, ops } = b.pinnedUploads[i]!;
+      p.lastGroup = null;
       if (p.state !== 'unmapped' || p.staysWithGpu) continue;
       for (let j = 0; j < ops.length; j++) ops[j]!.pendingParts++;
       const m = this.#whenMapped(p.map(), ops);
@@ -156,6 +155,7 @@ export class Completer {
     }
     for (let i = 0; i < b.pinnedDownloads.length; i++) {
       const { pinned: p, ops } = b.pinnedDownloads[i]!;
+      p.lastGroup = null;
       if (p.staysWithGpu) {
         for (let j = 0; j < ops.length; j++) if (!ops[j]!.done) ops[j]!.pendingParts--; // its part: the submit's GPU work
         continue;
@@ -163,15 +163,14 @@ export class Completer {
       const m = this.#whenMapped(p.map(), ops);
       mapped ??= m;
     }
-    const queue = this.#queue;
     const worked = (): void => {
       b.worked = true;
       this.#finishIfJoined(b);
     };
     const failed = (e: unknown): void => this.#workFailed(b, e);
     // A failed map falls back to onSubmittedWorkDone for the submit's completion.
-    if (mapped) mapped.then(worked, () => queue.onSubmittedWorkDone().then(worked, failed));
-    else queue.onSubmittedWorkDone().then(worked, failed);
+    if (mapped) mapped.then(worked, () => this.#queue.onSubmittedWorkDone().then(worked, failed));
+    else this.#queue.onSubmittedWorkDone().then(worked, failed);
   }
 
   /** Batch `b`'s validation scope came back: `err`, or null when WebGPU accepted the submit. */
@@ -263,8 +262,10 @@ export class Completer {
           const begin = stamps[t.begin]!;
           const end = stamps[t.end]!;
           const times = t.op.times;
-          if (times) times.gpuBegin = begin;
-          if (times) times.gpuEnd = end;
+          if (times) {
+            times.gpuBegin = begin;
+            times.gpuEnd = end;
+          }
           if (t.op.payload.kind === 'record') t.op.payload.timestamp = end;
           if (end > maxEnd) maxEnd = end;
           if (minBegin === null || begin < minBegin) minBegin = begin;
