@@ -1,18 +1,7 @@
 /// <reference types="vitest/config" />
 import { defineConfig, type Plugin } from 'vite';
 import { fileURLToPath } from 'node:url';
-import { mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
-/** $XDG_RUNTIME_DIR, or a private directory made for the test run when it is unset. */
-function runtimeDir(): string {
-  const given = process.env['XDG_RUNTIME_DIR'];
-  if (given) return given;
-  const dir = join(tmpdir(), `webgpu-streams-runtime-${process.getuid?.() ?? 0}`);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  return dir;
-}
+import { runtimeDir } from './bench/runtime-dir';
 
 /** Node CLIs, each bundled into one file dist/cli/<name>.mjs (only `webgpu`, puppeteer-core and node: stay imports). */
 const CLI_ENTRIES: Record<string, string> = {

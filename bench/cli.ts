@@ -6,10 +6,10 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { resultStem, toChromeTrace } from './report';
+import { runtimeDir } from './runtime-dir';
 import type { SuiteResult } from './schema';
 
 // ---------------------------------------------------------------------------------------------
@@ -182,9 +182,7 @@ export function withRunnerEnv(threads = 16): number | null {
   const env = { ...process.env };
   let again = false;
   if (!env['XDG_RUNTIME_DIR'] && process.platform === 'linux') {
-    const dir = join(tmpdir(), `webgpu-streams-runtime-${process.getuid?.() ?? 0}`);
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    env['XDG_RUNTIME_DIR'] = dir;
+    env['XDG_RUNTIME_DIR'] = runtimeDir();
     again = true;
   }
   if (!env['UV_THREADPOOL_SIZE']) {
