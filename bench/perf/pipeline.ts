@@ -317,11 +317,15 @@ export class LibPipeline {
     return minOf(runs, () => this.hostOnly(src, out));
   }
 
-  /** GPU work alone at `iterations`, the least of `runs` after one untimed run (it compiles that override value), ms. */
+  /**
+   * GPU work alone at `iterations` in one submit (what the balance weighs against the host work:
+   * at few iterations, a submit per group would time the host's submits instead), the least of
+   * `runs` after one untimed run (it compiles that override value), ms.
+   */
   async gpuMsAt(iterations: number, up: PinnedBuffer, down: PinnedBuffer, runs = 2): Promise<number> {
     (this.plan as ChunkPlan).iterations = iterations;
-    await this.gpuOnly(up, down);
-    return minOf(runs, async () => (await this.gpuOnly(up, down)).ms);
+    await this.gpuOnly(up, down, true);
+    return minOf(runs, async () => (await this.gpuOnly(up, down, true)).ms);
   }
 
   /** Host work alone: fill the ring's upload buffers from src and read the download buffers out, no GPU. Returns ms. */
@@ -350,9 +354,9 @@ export class LibPipeline {
    * chunks come from / go to whole-size pinned buffers (offsets), on one stream, all enqueued at
    * once and submitted in the plan's groups (one submit each, as `run` submits them: the GPU's
    * time between two submits is part of the plan's GPU work). Timed with timing events when the
-   * device has timestamps (else wall). Returns ms.
+   * device has timestamps (else wall). `oneSubmit`: all chunks in one submit. Returns ms.
    */
-  async gpuOnly(upAll: PinnedBuffer, downAll: PinnedBuffer): Promise<{ ms: number; method: 'timestamps' | 'wall' }> {
+  async gpuOnly(upAll: PinnedBuffer, downAll: PinnedBuffer, oneSubmit = false): Promise<{ ms: number; method: 'timestamps' | 'wall' }> {
     const ctx = this.ctx;
     const { ring, chunks, iterations } = this.plan;
     const s = (this.#gpuStream ??= ctx.createStream({ label: 'gpu-only', nonBlocking: true }));
@@ -367,7 +371,7 @@ export class LibPipeline {
     const ci = benchKernels(ctx).computeIntensive;
     const t0 = performance.now();
     if (ts) s.record(this.#t0!);
-    for (const [k0, k1] of groupsOf(this.plan)) {
+    for (const [k0, k1] of oneSubmit ? [[0, chunks.length] as const] : groupsOf(this.plan)) {
       for (let k = k0; k < k1; k++) {
         const slot = this.slots[k % ring]!;
         const ce = chunks[k]!;

@@ -462,6 +462,22 @@ describe('balanceIterations (P1 and P5 host/GPU balance, pure logic on a fake co
     expect(fast).toMatchObject({ iterations: 256, reachable: false });
   });
 
+  it('looks at 1 iteration twice before calling balance out of reach (a GPU clocked down from idle)', async () => {
+    // The first pass 5x slow, as a GPU coming out of idle ran one: one slow look must not end the search.
+    const g = fakeGpu(0.5, 0.00119, 0, 1);
+    let first = true;
+    const gpuAt = async (it: number): Promise<number> => {
+      const ms = await g.gpuAt(it);
+      if (!first) return ms;
+      first = false;
+      return 8 * ms;
+    };
+    const bal = await balanceIterations(gpuAt, 3.14, { probeIterations: 256, maxIterations: 1 << 16 });
+    expect(bal.reachable).toBe(true);
+    expect(Math.abs(bal.gpuMs - 3.14) / 3.14).toBeLessThanOrEqual(0.08);
+    expect(g.calls.slice(0, 2)).toEqual([1, 1]);
+  });
+
   it('keeps a start that is within the tolerance without re-solving', async () => {
     const g = fakeGpu(0, 0.01, 0, 1);
     const bal = await balanceIterations(g.gpuAt, 10.4, { probeIterations: 8, maxIterations: 1 << 16, start: 1000, model: { fixedMs: 0, perIterationMs: 0.02 } });
