@@ -234,7 +234,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     // The baselines' garbage (mapped ranges, read arrays) collected now, not in the streaming runs.
     opts.heap?.collect();
     /** Per sweep point: medians over the rounds; `ratio` and `ofOneQueue` are medians of each round's own. */
-    const rows: { ratio: number; ofOneQueue: number; iterations: number; ms: number; computeMs: number; loadsMs: number; oneQueue: number }[] = [];
+    const rows: { ratio: number; ofOneQueue: number; iterations: number; ms: number; computeMs: number; loadsMs: number; oneQueue: number; probes: string }[] = [];
     ctx.memory.resetPeak();
     for (const [si, r] of p.sweep.entries()) {
       progress(`P7: streaming at compute ${r}x the loads`, 0.4 + (0.5 * si) / p.sweep.length);
@@ -260,7 +260,8 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       const ofOneQueue = median(ss.map((x, i) => x / oneQueueBoundMs(ls[i]!, cs[i]!, copyMs, L)));
       const [ms, lMs] = [median(ss), median(ls)];
       cMs = median(cs);
-      rows.push({ ratio, ofOneQueue, iterations, ms, computeMs: cMs, loadsMs: lMs, oneQueue: oneQueueBoundMs(lMs, cMs, copyMs, L) });
+      const probes = fit.probes.map(([it, t]) => `${it}: ${num(t)} ms`).join(', ');
+      rows.push({ ratio, ofOneQueue, iterations, ms, computeMs: cMs, loadsMs: lMs, oneQueue: oneQueueBoundMs(lMs, cMs, copyMs, L), probes });
       // Check: act[0] = ci(act + w_i) per layer, from values read out of the file.
       const got = new Float32Array(n);
       compute.download(act[0]!, got);
@@ -340,7 +341,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
           (Number.isFinite(copyMs) ? `; the GPU's copies of all layers out of staging ${num(copyMs)} ms (timing events), which one queue adds to the kernels` : '; no timestamps: the copies were not timed'),
         figures: {
           ...(Number.isFinite(copyMs) ? { copyMs: round(copyMs) } : {}),
-          ...Object.fromEntries(rows.flatMap((r, i) => [[`s${i}.iterations`, r.iterations], [`s${i}.ms`, round(r.ms)], [`s${i}.computeMs`, round(r.computeMs)], [`s${i}.loadsMs`, round(r.loadsMs)], [`s${i}.ratio`, round(r.ratio)], ...(Number.isFinite(r.oneQueue) ? [[`s${i}.oneQueueMs`, round(r.oneQueue)], [`s${i}.ofOneQueue`, round(r.ofOneQueue)]] : [])])),
+          ...Object.fromEntries(rows.flatMap((r, i) => [[`s${i}.iterations`, r.iterations], [`s${i}.balance`, r.probes], [`s${i}.ms`, round(r.ms)], [`s${i}.computeMs`, round(r.computeMs)], [`s${i}.loadsMs`, round(r.loadsMs)], [`s${i}.ratio`, round(r.ratio)], ...(Number.isFinite(r.oneQueue) ? [[`s${i}.oneQueueMs`, round(r.oneQueue)], [`s${i}.ofOneQueue`, round(r.ofOneQueue)]] : [])])),
         },
         checks,
         seed,
