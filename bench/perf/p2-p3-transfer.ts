@@ -295,7 +295,7 @@ export const uploadGroup: PerfGroup = {
           ? `${num(bound.gbps)} GB/s = ${sizeText(bytes)} / (host copy into mapped staging ${num(tHostCopy)} ms + GPU copy out of staging ${num(tCopy)} ms, GPU timestamps, ${num(gbps(bytes, tCopy))} GB/s)`
           : `no bound: ${noBound}`,
         ofBound: finiteOrNull(ofBound, 6),
-        raw: `raw WebGPU upload ${num(rawG)} GB/s (${num(tRaw)} ms)`,
+        raw: `raw WebGPU upload ${num(rawG)} GB/s (${num(tRaw)} ms${bound ? `, ${num(bound.ms / tRaw)} of the bound` : ''})`,
         libOverRaw: finiteOrNull(poolOverRaw, 6),
         pass: verdict.pass,
         verdict: verdict.verdict,
