@@ -141,11 +141,18 @@ export async function runPerf(ctx: Context, options: PerfSuiteOptions = {}): Pro
   };
 }
 
+/** `num(x)`, with 4 decimals where that would print the target's own threshold (1.0501 against `<= 1.05`, not "1.05 FALL SHORT"). */
+function nearTarget(x: number, target: string): string {
+  const shown = num(x);
+  const t = /[<>]=\s*(-?[\d.]+)/.exec(target);
+  return t && Number(shown) === Number(t[1]) && x !== Number(t[1]) ? x.toFixed(4) : shown;
+}
+
 /** One line per metric: `P1  0.93 ratio  target >= 0.90  PASS  (detail)`. */
 export function formatMetricLine(m: PerfMetric): string {
   const status = m.skipped ? 'N/A' : !m.verified ? 'UNVERIFIED' : m.pass ? 'PASS' : 'FALL SHORT';
   // JSON has no NaN: a value read back from a result file is null there.
-  const value = m.value !== null && Number.isFinite(m.value) ? (m.bounded ? ratioText(m.value) : num(m.value)) : m.skipped ? '-' : 'n/a';
+  const value = m.value !== null && Number.isFinite(m.value) ? (m.bounded ? ratioText(m.value) : nearTarget(m.value, m.target)) : m.skipped ? '-' : 'n/a';
   // Below zero of an efficiency's bound (P1): the overlapped run was slower than the synchronous one.
   const unit = m.bounded && m.value !== null && m.value < 0 ? `${m.unit} (slower than sync)` : m.unit;
   return `${m.id.padEnd(14)} ${`${value} ${unit}`.padEnd(18)} target ${m.target.padEnd(40)} ${status}`;

@@ -92,6 +92,11 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     const m: PerfMetric = { id: 'P1', name: 'p1', value: -7.57, unit: 'of bound', target: '>= 0.95 of bound', pass: false, detail: '', device: '', verified: true, verification: '', figures: {}, bounded: { rule: 'rule', rows: [row] } };
     expect(formatMetricLine(m)).toMatch(/^P1 +< -1 of bound \(slower than sync\) +target/);
     expect(formatBounded(m.bounded!)[1]).toContain('< -1 of bound (slower than sync)');
+    // A figure that would print as its own threshold gets the digits that decide it.
+    const p5: PerfMetric = { ...m, id: 'P5', value: 1.0501, unit: 'ratio', target: '<= 1.05', bounded: undefined };
+    expect(formatMetricLine(p5)).toMatch(/^P5 +1\.0501 ratio +target <= 1\.05 /);
+    expect(formatMetricLine({ ...p5, value: 1.05 })).toMatch(/^P5 +1\.05 ratio/);
+    expect(formatMetricLine({ ...p5, value: 1.07 })).toMatch(/^P5 +1\.07 ratio/);
   });
 
   it('P1: efficiency / in-run bound at each size, judged by the old target where it cannot be rated', () => {
