@@ -12,19 +12,28 @@ const MiB = 1024 * 1024;
  * Reads [at, at + size) of `src` into plain memory: `parallel` readers, each taking the next 2 MiB
  * of the range into its own 2 MiB array until the range is read (the best a reader pool does: the
  * arrays stay in the CPU's caches), or, given `whole` (`size` bytes, touched), each 2 MiB into its
- * own place in it, as a loader that keeps what it read.
+ * own place in it, as a loader that keeps what it read; given `ring` (mapped staging ranges of
+ * equal size), into the ring's ranges in turn, as a staged upload reads.
  */
-export async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number, whole?: Uint8Array): Promise<void> {
-  const chunk = 2 * MiB;
+export async function rawRead(src: RandomAccessSource, at: number, size: number, parallel: number, whole?: Uint8Array, ring?: readonly Uint8Array[]): Promise<void> {
+  const piece = ring?.[0]?.length ?? 0;
+  // Parts of 2 MiB (of a staging range where those are smaller), so a part never spans two ranges.
+  const chunk = ring ? Math.min(2 * MiB, piece) : 2 * MiB;
   let next = 0;
-  while (readerArrays.length < parallel) readerArrays.push(new Uint8Array(chunk));
+  while (readerArrays.length < parallel) readerArrays.push(new Uint8Array(2 * MiB));
+  const into = (r: number, p: number, n: number): Uint8Array => {
+    if (whole) return whole.subarray(p, p + n);
+    if (!ring) return readerArrays[r]!.subarray(0, n);
+    const o = p % piece;
+    return ring[Math.floor(p / piece) % ring.length]!.subarray(o, o + n);
+  };
   const reader = async (r: number): Promise<void> => {
     for (;;) {
       const p = next;
       next += chunk;
       if (p >= size) return;
       const n = Math.min(chunk, size - p);
-      await readAt(src, whole ? whole.subarray(p, p + n) : readerArrays[r]!.subarray(0, n), at + p);
+      await readAt(src, into(r, p, n), at + p);
     }
   };
   await Promise.all(Array.from({ length: parallel }, (_, r) => reader(r)));
@@ -117,4 +126,20 @@ export async function readsUnderCopies(device: GPUDevice, src: RandomAccessSourc
   await Promise.all(queued);
   const copyMs = performance.now() - t0;
   return { readGBs: size / readMs / 1e6, copyGBs: submitted / copyMs / 1e6 };
+}
+
+/**
+ * ms of `read` into `staging` mapped for writing (their ranges, in order), with no GPU work:
+ * what reading into staging costs on this host, where its memory may sit across PCIe.
+ */
+export async function readIntoStaging(staging: GPUBuffer[], read: (ring: Uint8Array[]) => Promise<void>): Promise<number> {
+  await Promise.all(staging.map((b) => b.mapAsync(2 /* GPUMapMode.WRITE */)));
+  const ring = staging.map((b) => new Uint8Array(b.getMappedRange()));
+  try {
+    const t0 = performance.now();
+    await read(ring);
+    return performance.now() - t0;
+  } finally {
+    for (const b of staging) b.unmap();
+  }
 }

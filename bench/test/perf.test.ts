@@ -194,6 +194,13 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     expect(validatePerfResult(JSON.parse(JSON.stringify(result)))).toEqual([]);
   });
 
+  it('P7 reports what a staged upload can reach: reads into mapped staging alone, and reads under copies', () => {
+    const m = result.metrics.find((x) => x.id === 'P7')!;
+    expect(m.figures.readsIntoStagingGBs as number).toBeGreaterThan(0);
+    expect(m.figures.readsIntoStagingOfAlone as number).toBeGreaterThan(0);
+    expect(m.detail).toMatch(/into mapped staging, no GPU work, [\d.]+ GB\/s = [\d.]+ of reads alone \(uploadFrom [\d.]+x that\)/);
+  });
+
   it('P1 reports the host-thread bounds: the WebGPU calls on the host thread, the host thread inside the timed runs, the pipeline ends, and the efficiency each leaves', () => {
     const f = result.metrics.find((m) => m.id === 'P1')!.figures;
     const sizes = Object.keys(f).filter((k) => k.endsWith('.apiMs')).map((k) => k.slice(0, -'.apiMs'.length));
