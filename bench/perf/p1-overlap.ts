@@ -257,8 +257,10 @@ export const overlapGroup: PerfGroup = {
     const maxN = sizes[sizes.length - 1]! / 4;
     progress('P1: random input', 0);
     const src = randomF32(seed, maxN);
-    progress('P1: warming the GPU up', 0);
-    if (p.warmMs > 0) await warmGpu(ctx, p.warmMs);
+    if (p.warmMs > 0) {
+      progress('P1: warming the GPU up', 0);
+      await warmGpu(ctx, p.warmMs);
+    }
     const checks: Check[] = [];
     const rows: SizeRow[] = [];
     const notes: string[] = capped.length ? [`skipped ${capped.map(sizeText).join(', ')}: above maxBufferSize / maxStorageBufferBindingSize (${sizeText(cap)})`] : [];
