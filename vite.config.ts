@@ -1,7 +1,7 @@
 /// <reference types="vitest/config" />
 import { defineConfig, type Plugin } from 'vite';
 import { fileURLToPath } from 'node:url';
-import { runtimeDir } from './bench/runtime-dir';
+import { runtimeDir } from './bench/runtime-dir.ts';
 
 /** Node CLIs, each bundled into one file dist/cli/<name>.mjs (only `webgpu`, puppeteer-core and node: stay imports). */
 const CLI_ENTRIES: Record<string, string> = {

@@ -103,3 +103,12 @@ describe('bench/', () => {
     }
   });
 });
+
+describe('vite.config.ts', () => {
+  it('imports its local modules with their file extension (else every vite, vitest and npm run command warns of the native config loader)', () => {
+    const code = readFileSync(join(root, 'vite.config.ts'), 'utf8');
+    const local = [...code.matchAll(/^import\s[^'"]*?from\s+'(\.[^']+)'/gm)].map((m) => m[1]!);
+    expect(local.length).toBeGreaterThan(0);
+    for (const s of local) expect(s, `vite.config.ts imports ${s}`).toMatch(/\.(ts|js|mjs)$/);
+  });
+});
