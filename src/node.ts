@@ -94,9 +94,8 @@ export interface FileHandleLike {
  * Opens `path` (or wraps a `FileHandle` of node:fs/promises, which stays yours to close) for
  * `stream.uploadFrom(file, dst, { offset, size })`. `parallel`: reads in flight at once, which libuv
  * runs on its thread pool: 4 threads unless UV_THREADPOOL_SIZE is set in the environment Node starts
- * with (an ES module entry starts the pool while loading, before your code runs). More than 8 read
- * slower while the GPU copies out of staging (docs/PERFORMANCE.md).
- * @default the thread pool's size, at most 8
+ * with (an ES module entry starts the pool while loading, before your code runs).
+ * @default the thread pool's size, at most 16
  */
 export async function openFile(path: string | FileHandleLike, options: { parallel?: number } = {}): Promise<FileSource> {
   const site = { op: 'openFile' };
@@ -104,7 +103,7 @@ export async function openFile(path: string | FileHandleLike, options: { paralle
   const handle = typeof path === 'object' && path !== null && typeof (path as { read?: unknown }).read === 'function' && typeof (path as { stat?: unknown }).stat === 'function';
   if (!owned && !handle) throw new InvalidArgumentError(`Expected \`path\` to be a path or a FileHandle of node:fs/promises, got ${showValue(path)}`, site);
   const o = expectObject('options', options, site);
-  const parallel = o.parallel === undefined ? Math.min(8, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
+  const parallel = o.parallel === undefined ? Math.min(16, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
   const { open } = await import('node:fs/promises');
   const fh = owned ? await open(path, 'r') : path;
   const { size } = await fh.stat();

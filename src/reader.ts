@@ -4,14 +4,17 @@
  * source's `parallel` reads in flight all along, across pieces and transfers. So the file is read
  * while earlier work runs and only the copies wait for it (upload-from.ts copies each piece once
  * read). A transfer is read once the one three before it gave its ring back: a stream holds at
- * most three rings (one copying, one read, one being read). A piece is unmapped once read: a mapped
- * range is V8 external memory, and more than a few at once start major GCs.
+ * most three rings (one copying, one read, one being read). A piece is unmapped once read, and at
+ * most three are read at once: a mapped range is V8 external memory, and more at once start GCs.
  */
 import type { PinnedBuffer } from './pinned.js';
 import { isRandomAccess, pieceCount, readFully, readsAhead, slot, type Piece, type RandomAccessSource, type Transfer } from './upload-from.js';
 
-/** Pieces being read at once, at most (each a mapped range of up to 8 MiB). */
-const MAX_READING = 5;
+/**
+ * Pieces being read at once, at most (each a mapped range of up to 8 MiB, V8 external memory): with
+ * more, V8 collected every couple of pieces (docs/PERFORMANCE.md, "Streaming weights from storage").
+ */
+const MAX_READING = 3;
 
 /** Reads of at least 2 MiB (smaller ones cost more per byte than they gain in concurrency), 64 KiB-aligned. */
 const partBytes = (n: number, parallel: number): number => Math.max(2 << 20, Math.ceil(n / parallel / 65536) * 65536);

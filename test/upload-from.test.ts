@@ -442,6 +442,36 @@ describe(`uploadFrom (seed ${seed})`, () => {
     }
   });
 
+  it('reads at most three pieces at once, however many reads the source allows, and lands intact', async () => {
+    // Each piece being read is a mapped range (V8 external memory): five at once made V8 collect every
+    // couple of pieces. 16 reads of 2 MiB would span five 8 MiB pieces; the reader keeps to three.
+    const piece = 8 << 20;
+    const data = bytesOf(6 * piece);
+    const active = new Map<number, number>();
+    let most = 0;
+    const src = {
+      size: data.length,
+      parallel: 16,
+      read: async (into: Uint8Array, at: number): Promise<number> => {
+        const k = Math.floor(at / piece);
+        active.set(k, (active.get(k) ?? 0) + 1);
+        most = Math.max(most, active.size);
+        await new Promise((r) => setTimeout(r, 2));
+        into.set(data.subarray(at, at + into.byteLength));
+        const left = active.get(k)! - 1;
+        if (left) active.set(k, left);
+        else active.delete(k);
+        return into.byteLength;
+      },
+    };
+    const s = ctx.createStream({ label: 'window' });
+    const dst = ctx.alloc(data.length, { label: 'dst' });
+    s.uploadFrom(src, dst, { ring: 6 });
+    await s.synchronize();
+    expect(most, 'pieces with reads in flight at once').toBe(3);
+    expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
   it('a transfer longer than its ring, read ahead while its stream is held, reads ring-size pieces ahead and lands intact', async () => {
     // 5 pieces through a ring of 2: piece k reuses piece k - 2's buffer only once that piece's copy was enqueued.
     const piece = 8 << 20;
