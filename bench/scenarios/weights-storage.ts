@@ -29,7 +29,7 @@ export interface WeightsStorageParams {
   layers: number;
   /** Compute per layer as multiples of one layer's load, comma-separated. */
   costs: string;
-  /** Reads in flight (file reads in Node, HTTP range requests in the page). */
+  /** Reads in flight: file reads in Node; HTTP range requests in the page, at most 8. */
   parallel: number;
   /** Compute-intensive iterations per layer at most (the fit to a cost can overshoot on a noisy probe). */
   maxIterations: number;
@@ -38,7 +38,7 @@ export interface WeightsStorageParams {
   seed: number;
 }
 
-const FULL: WeightsStorageParams = { elements: 1 << 22, layers: 16, costs: '0.5,1,2', parallel: 8, maxIterations: 1 << 16, warmup: 1, repeats: 7, seed: 0 };
+const FULL: WeightsStorageParams = { elements: 1 << 22, layers: 16, costs: '0.5,1,2', parallel: 16, maxIterations: 1 << 16, warmup: 1, repeats: 7, seed: 0 };
 const QUICK: WeightsStorageParams = { elements: 1 << 14, layers: 16, costs: '1', parallel: 4, maxIterations: 64, warmup: 1, repeats: 2, seed: 0 };
 
 /** Full runs on a software adapter (SwiftShader runs the kernels on the CPU): 1 MiB layers, one cost. */
@@ -48,7 +48,7 @@ const SOFTWARE: Partial<WeightsStorageParams> = { elements: 1 << 18, costs: '1' 
 function pageStorage(): WeightsStorage {
   const loc = (globalThis as { location?: { href: string } }).location;
   if (!loc) throw new Error("weights-storage: no storage to read the weights file from (Node runners pass one: a file, see bench/weights-file.ts)");
-  return { where: "HTTP byte ranges from the page's server", open: (spec, parallel) => httpSource(new URL(weightsUrl(spec), loc.href).href, { parallel }) };
+  return { where: "HTTP byte ranges from the page's server", open: (spec, parallel) => httpSource(new URL(weightsUrl(spec), loc.href).href, { parallel: Math.min(8, parallel) }) };
 }
 
 export const weightsStorage: Scenario<WeightsStorageParams> = {
@@ -205,7 +205,7 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
         );
       }
       verdicts.unshift(
-        `${L} layers x ${bytesText(bytes)} = ${bytesText(L * bytes)} from ${storage.where}, 4x the device budget of 2 slots + 2 activations (${bytesText(4 * bytes)}): loads alone ${gbs((L * bytes) / loads.median / 1e6)} (${p.parallel} reads in flight), through a staging ring of ${ring} pinned buffer${ring > 1 ? 's' : ''} of up to 8 MiB per transfer (at most 3 rings per stream)`,
+        `${L} layers x ${bytesText(bytes)} = ${bytesText(L * bytes)} from ${storage.where}, 4x the device budget of 2 slots + 2 activations (${bytesText(4 * bytes)}): loads alone ${gbs((L * bytes) / loads.median / 1e6)} (${src.parallel ?? 1} reads in flight), through a staging ring of ${ring} pinned buffer${ring > 1 ? 's' : ''} of up to 8 MiB per transfer (at most 3 rings per stream)`,
       );
       const spansOut: Span[] = trace.result();
       return {
