@@ -94,7 +94,7 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-// weights-storage reads its file 8 at a time, host copies are of a few MiB: run again with the environment for them.
+// weights-storage reads its file 16 at a time, host copies are of a few MiB: run again with the environment for them.
 const again = withRunnerEnv();
 if (again !== null) process.exit(again);
 else

@@ -246,7 +246,6 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       // the low end, where the layer's memory-bound part weighs most: balanceIterations searches).
       const fit = await balanceIterations(computeMs, r * loadsMs, { probeIterations: Math.min(p.maxIterations, 256), maxIterations: p.maxIterations, tolerance: 0.1 });
       const iterations = fit.iterations;
-      let cMs = fit.gpuMs;
       // Warm (pipelines for these constants), and the memory sampled every millisecond: apart from
       // the timed runs, which the sampling would slow (process.memoryUsage reads /proc).
       await stream(iterations, true);
@@ -262,8 +261,7 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       }
       const ratio = median(ss.map((x, i) => x / Math.max(ls[i]!, cs[i]!)));
       const ofOneQueue = median(ss.map((x, i) => x / oneQueueBoundMs(ls[i]!, cs[i]!, copyMs, L)));
-      const [ms, lMs] = [median(ss), median(ls)];
-      cMs = median(cs);
+      const [ms, lMs, cMs] = [median(ss), median(ls), median(cs)];
       const probes = fit.probes.map(([it, t]) => `${it}: ${num(t)} ms`).join(', ');
       rows.push({ ratio, ofOneQueue, iterations, ms, computeMs: cMs, loadsMs: lMs, oneQueue: oneQueueBoundMs(lMs, cMs, copyMs, L), probes });
       // Check: act[0] = ci(act + w_i) per layer, from values read out of the file.

@@ -212,7 +212,7 @@ export class Completer {
 
   /** `m` (a pinned buffer's map) completes a part of each of `ops`; returns it. */
   #whenMapped(m: Promise<void>, ops: Op[]): Promise<void> {
-    const done = (): void => { for (let i = 0; i < ops.length; i++) this.partDone(ops[i]!); }; // indexed: no closure per map
+    const done = (): void => { for (let i = 0; i < ops.length; i++) this.partDone(ops[i]!); }; // indexed: no iterator per map
     m.then(done, (e: unknown) => ops.forEach((op) => this.fail(op, this.#asError(e, op))));
     return m;
   }
