@@ -35,8 +35,11 @@ it.each([
   ['sanitizer', /race on buffer 'weights' bytes \[0, 4096\)/],
   ['weights-from-file', /weights-from-file: ok, 16 layers of 1024 KiB from the file through 2 slots \(device peak 4096 KiB\)/],
 ])('npm run example -- %s runs and checks its result', async (name, ok) => {
-  const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000, env: { ...process.env, WEBGPU_STREAMS_SANITIZE: 'throw' } });
+  // As a newcomer's shell has it: no XDG_RUNTIME_DIR (the test run sets one), no thread pool size.
+  const { XDG_RUNTIME_DIR: _x, UV_THREADPOOL_SIZE: _u, ...env } = process.env;
+  const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000, env: { ...env, WEBGPU_STREAMS_SANITIZE: 'throw' } });
   expect(r.output, r.output).toMatch(ok);
+  expect(r.output, 'the Vulkan loader complained').not.toMatch(/XDG_RUNTIME_DIR/);
   expect(r.output, 'the sanitizer warned').not.toMatch(/webgpu-streams sanitizer \(context/);
   if (name === 'sanitizer') {
     // The README prints this report: the same lines, word for word.
