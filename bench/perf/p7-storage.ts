@@ -210,14 +210,32 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
     // --- streaming: the two-slot pipeline from the file
     const slotRing = new SlotRing(ctx, { buffers: slots, producer: load, consumer: compute }); // slot i % 2 refilled once layer i - 2 read it
     let peak = { heap: 0, external: 0 };
-    /** One streaming run from a fresh input; returns its ms from the first enqueue to both streams done (the input's upload is not timed). */
-    const stream = async (iterations: number, sample: boolean): Promise<number> => {
+    // The file with its reads' ends noted (the first layer's last, and the last): each streaming run
+    // is also judged against its own reads, as P1's runs are against their own host time (the host's
+    // read rate swings from round to round, so loads alone in the same round bound it loosely).
+    const firstLayerEnd = spans[0]!.offset + spans[0]!.size;
+    let readEnds = { first: 0, last: 0 };
+    const streamFile: RandomAccessSource = {
+      size: file.size,
+      parallel: file.parallel,
+      label: file.label,
+      read: async (into, position) => {
+        const got = await file.read(into, position);
+        const t = performance.now();
+        if (t > readEnds.last) readEnds.last = t;
+        if (position < firstLayerEnd && t > readEnds.first) readEnds.first = t;
+        return got;
+      },
+    };
+    /** One streaming run from a fresh input: ms from the first enqueue to both streams done (the input's upload is not timed), and to its first layer's and its last reads' ends. */
+    const stream = async (iterations: number, sample: boolean): Promise<{ ms: number; firstReadMs: number; readsMs: number }> => {
       compute.upload(input, act[0]!);
       await compute.synchronize();
       const m0 = files.memory();
       const t0 = performance.now();
+      readEnds = { first: t0, last: t0 };
       for (let i = 0; i < L; i++) {
-        slotRing.fill((slot) => load.uploadFrom(file, slot, spans[i]!));
+        slotRing.fill((slot) => load.uploadFrom(streamFile, slot, spans[i]!));
         slotRing.use((slot) => layerOps(slot, iterations));
       }
       // The process's memory while it runs, every millisecond.
@@ -233,12 +251,14 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       } finally {
         clearInterval(timer);
       }
-      return performance.now() - t0;
+      return { ms: performance.now() - t0, firstReadMs: readEnds.first - t0, readsMs: readEnds.last - t0 };
     };
     // The baselines' garbage (mapped ranges, read arrays) collected now, not in the streaming runs.
     opts.heap?.collect();
-    /** Per sweep point: medians over the rounds; `ratio` and `ofOneQueue` are medians of each round's own. */
-    const rows: { ratio: number; ofOneQueue: number; iterations: number; ms: number; computeMs: number; loadsMs: number; oneQueue: number; probes: string }[] = [];
+    /** Per sweep point: medians over the rounds; `ratio`, `ofOneQueue` and `ofInRun` are medians of each round's own. */
+    const rows: { ratio: number; ofOneQueue: number; ofInRun: number; iterations: number; ms: number; computeMs: number; loadsMs: number; readsMs: number; firstReadMs: number; oneQueue: number; inRun: number; probes: string }[] = [];
+    // Untimed copies (no timestamps) count as nothing: the in-run bound is then lower than it is.
+    const copies = Number.isFinite(copyMs) ? copyMs : 0;
     ctx.memory.resetPeak();
     for (const [si, r] of p.sweep.entries()) {
       progress(`P7: streaming at compute ${r}x the loads`, 0.4 + (0.5 * si) / p.sweep.length);
@@ -253,17 +273,20 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       // drift, so each streaming run is judged against its parts in the same round (the median of
       // the rounds' ratios; the best of each part on its own would pair one round's lucky reads
       // with another's streaming run).
-      const ls: number[] = [], cs: number[] = [], ss: number[] = [];
+      const ls: number[] = [], cs: number[] = [], runs: Awaited<ReturnType<typeof stream>>[] = [];
       for (let i = 0; i < p.streamRounds; i++) {
         ls.push(await best(1, loadsOnce));
         cs.push(await best(1, () => computeOnce(iterations)));
-        ss.push(await stream(iterations, false)); // timed inside: not the input's upload before it
+        runs.push(await stream(iterations, false)); // timed inside: not the input's upload before it
       }
+      const ss = runs.map((x) => x.ms);
+      const inRuns = runs.map((x, i) => oneQueueBoundMs(x.readsMs, cs[i]!, copies, L, x.firstReadMs));
       const ratio = median(ss.map((x, i) => x / Math.max(ls[i]!, cs[i]!)));
       const ofOneQueue = median(ss.map((x, i) => x / oneQueueBoundMs(ls[i]!, cs[i]!, copyMs, L)));
+      const ofInRun = median(ss.map((x, i) => x / inRuns[i]!));
       const [ms, lMs, cMs] = [median(ss), median(ls), median(cs)];
       const probes = fit.probes.map(([it, t]) => `${it}: ${num(t)} ms`).join(', ');
-      rows.push({ ratio, ofOneQueue, iterations, ms, computeMs: cMs, loadsMs: lMs, oneQueue: oneQueueBoundMs(lMs, cMs, copyMs, L), probes });
+      rows.push({ ratio, ofOneQueue, ofInRun, iterations, ms, computeMs: cMs, loadsMs: lMs, readsMs: median(runs.map((x) => x.readsMs)), firstReadMs: median(runs.map((x) => x.firstReadMs)), oneQueue: oneQueueBoundMs(lMs, cMs, copyMs, L), inRun: median(inRuns), probes });
       // Check: act[0] = ci(act + w_i) per layer, from values read out of the file.
       const got = new Float32Array(n);
       compute.download(act[0]!, got);
@@ -292,10 +315,9 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
 
     // --- metrics
     // On WebGPU's one queue the copies run between the kernels, never beside them (P4 found the
-    // same): where they were timed, the pipeline is judged against the one-queue bound.
+    // same): the pipeline is judged against the one-queue bound of its own reads (in-run).
     const oneQ = Number.isFinite(copyMs);
-    const judged = (r: (typeof rows)[number]): number => (oneQ ? r.ofOneQueue : r.ratio);
-    const worst = rows.reduce((w, r) => (judged(r) > judged(w) ? r : w), rows[0]!);
+    const worst = rows.reduce((w, r) => (r.ofInRun > w.ofInRun ? r : w), rows[0]!);
     const ofRaw = loadGBs / parGBs;
     const ofMemcpy = loadGBs / memcpyGBs;
     const growth = peak.heap + peak.external;
@@ -331,20 +353,18 @@ async function run(ctx: Context, opts: PerfOptions, files: FileProbe): Promise<P
       }),
       metric(ctx, {
         id: 'P7.pipeline',
-        name: oneQ
-          ? 'two-slot streaming from the file / its one-queue bound (first load + every kernel and copy in turn), worst of the sweep'
-          : 'two-slot streaming from the file / max(loads alone, compute alone), worst of the sweep',
-        value: judged(worst),
+        name: 'two-slot streaming from the file / its in-run bound (its own reads of the first layer, then every kernel and copy in turn; or all its reads, then the last layer on the GPU), worst of the sweep',
+        value: worst.ofInRun,
         unit: 'ratio',
         target: `<= ${TARGET_P7_PIPELINE}`,
-        meets: judged(worst) <= TARGET_P7_PIPELINE,
+        meets: worst.ofInRun <= TARGET_P7_PIPELINE,
         detail:
-          `medians of ${p.streamRounds} rounds, each round's streaming run against its own loads and compute: ` +
-          rows.map((r) => `${r.iterations} iterations: ${num(r.ms)} ms vs max(loads ${num(r.loadsMs)}, compute ${num(r.computeMs)}), ${num(r.ratio)}${Number.isFinite(r.oneQueue) ? `; ${num(r.ofOneQueue)} of the one-queue bound (${num(r.oneQueue)} ms)` : ''}`).join('; ') +
-          (Number.isFinite(copyMs) ? `; the GPU's copies of all layers out of staging ${num(copyMs)} ms (timing events), which one queue adds to the kernels` : '; no timestamps: the copies were not timed'),
+          `medians of ${p.streamRounds} rounds, each streaming run against its own reads and its round's compute: ` +
+          rows.map((r) => `${r.iterations} iterations: ${num(r.ms)} ms, ${num(r.ofInRun)} of the in-run bound (${num(r.inRun)} ms; its reads ended at ${num(r.readsMs)} ms, the first layer's at ${num(r.firstReadMs)}); against loads alone in the same round (${num(r.loadsMs)} ms) and compute (${num(r.computeMs)}): ${num(r.ratio)} of their max${Number.isFinite(r.oneQueue) ? `, ${num(r.ofOneQueue)} of their one-queue bound (${num(r.oneQueue)} ms)` : ''}`).join('; ') +
+          (oneQ ? `; the GPU's copies of all layers out of staging ${num(copyMs)} ms (timing events), which one queue adds to the kernels` : '; no timestamps: the copies were not timed and count as nothing in the bounds'),
         figures: {
-          ...(Number.isFinite(copyMs) ? { copyMs: round(copyMs) } : {}),
-          ...Object.fromEntries(rows.flatMap((r, i) => [[`s${i}.iterations`, r.iterations], [`s${i}.balance`, r.probes], [`s${i}.ms`, round(r.ms)], [`s${i}.computeMs`, round(r.computeMs)], [`s${i}.loadsMs`, round(r.loadsMs)], [`s${i}.ratio`, round(r.ratio)], ...(Number.isFinite(r.oneQueue) ? [[`s${i}.oneQueueMs`, round(r.oneQueue)], [`s${i}.ofOneQueue`, round(r.ofOneQueue)]] : [])])),
+          ...(oneQ ? { copyMs: round(copyMs) } : {}),
+          ...Object.fromEntries(rows.flatMap((r, i) => [[`s${i}.iterations`, r.iterations], [`s${i}.balance`, r.probes], [`s${i}.ms`, round(r.ms)], [`s${i}.computeMs`, round(r.computeMs)], [`s${i}.loadsMs`, round(r.loadsMs)], [`s${i}.readsMs`, round(r.readsMs)], [`s${i}.firstReadMs`, round(r.firstReadMs)], [`s${i}.inRunMs`, round(r.inRun)], [`s${i}.ofInRun`, round(r.ofInRun)], [`s${i}.ratio`, round(r.ratio)], ...(Number.isFinite(r.oneQueue) ? [[`s${i}.oneQueueMs`, round(r.oneQueue)], [`s${i}.ofOneQueue`, round(r.ofOneQueue)]] : [])])),
         },
         checks,
         seed,

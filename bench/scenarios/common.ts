@@ -388,7 +388,8 @@ export async function stagingCopyMs(ctx: Context, stream: Stream, dst: DeviceBuf
 /**
  * Two-slot streaming's bound on WebGPU's one queue, ms: the first layer's load, then every kernel and
  * copy in turn; or every load, then the last layer's kernels and copy (`copyMs`: all layers' copies).
+ * `firstLoadMs`: when the first layer was in (default: its share of the loads).
  */
-export function oneQueueBoundMs(loadsMs: number, computeMs: number, copyMs: number, layers: number): number {
-  return Math.max(loadsMs / layers + computeMs + copyMs, loadsMs + (computeMs + copyMs) / layers);
+export function oneQueueBoundMs(loadsMs: number, computeMs: number, copyMs: number, layers: number, firstLoadMs = loadsMs / layers): number {
+  return Math.max(firstLoadMs + computeMs + copyMs, loadsMs + (computeMs + copyMs) / layers);
 }

@@ -19,6 +19,7 @@ import { BOUND_FRACTION, RAW_SLACK, boundRule, ratioText } from '../perf/common'
 import { p1Judge, repeatsAt, TARGET_P1 } from '../perf/p1-overlap';
 import { uploadBound } from '../perf/p2-p3-transfer';
 import { oneQueueBound } from '../perf/p4-weights';
+import { oneQueueBoundMs } from '../scenarios/common';
 import { nodeFileProbe, nodeHeapProbe, parsePerfArgs } from '../perf-node';
 import { gpuContext } from '../../test/fixtures/gpu';
 import type { Context } from 'webgpu-streams';
@@ -145,6 +146,15 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     expect(host.ms).toBe(host.hostSide);
   });
 
+  it("P7.pipeline's in-run bound: the first layer's reads, then every kernel and copy; or all reads, then the last layer on the GPU", () => {
+    // GPU-bound: the first layer read at 2.5 ms, kernels 19 ms and copies 24 ms in turn.
+    expect(oneQueueBoundMs(41.8, 19, 24, 16, 2.5)).toBeCloseTo(2.5 + 19 + 24, 9);
+    // Read-bound: reads ended at 60 ms; the last layer's kernels and copy follow.
+    expect(oneQueueBoundMs(60, 16, 8, 16, 4)).toBeCloseTo(60 + 24 / 16, 9);
+    // Without the first layer's end: its share of the loads (the bound from loads alone).
+    expect(oneQueueBoundMs(32, 40, 8, 16)).toBeCloseTo(2 + 48, 9);
+  });
+
   it('the report validator catches a pass that its verdict contradicts, and unreadable figures', () => {
     const row = { label: '', measured: 'streaming 3 ms', bound: '2.9 ms', ofBound: 0.97, raw: 'raw 3 ms', libOverRaw: 1, pass: true, verdict: 'PASS: 0.967 of bound >= 0.95' };
     const m: PerfMetric = { id: 'P4', name: 'n', value: 0.97, unit: 'of bound', target: '>= 0.95 of bound', pass: true, detail: 'd', device: 'x', verified: true, verification: 'v', figures: {}, bounded: { rule: 'r', rows: [row] } };
@@ -199,6 +209,25 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     expect(m.figures.readsIntoStagingGBs as number).toBeGreaterThan(0);
     expect(m.figures.readsIntoStagingOfAlone as number).toBeGreaterThan(0);
     expect(m.detail).toMatch(/into mapped staging, no GPU work, [\d.]+ GB\/s = [\d.]+ of reads alone \(uploadFrom [\d.]+x that\)/);
+  });
+
+  it("P7.pipeline judges each streaming run against its own reads: the one-queue bound of the run's read ends", () => {
+    const m = result.metrics.find((x) => x.id === 'P7.pipeline')!;
+    const f = m.figures;
+    const points = Object.keys(f).filter((k) => k.endsWith('.inRunMs')).map((k) => k.slice(0, -'.inRunMs'.length));
+    expect(points.length).toBeGreaterThan(0);
+    for (const s of points) {
+      const first = f[`${s}.firstReadMs`] as number, reads = f[`${s}.readsMs`] as number;
+      // The run read its first layer before its last, and its streaming took at least its reads.
+      expect(first, s).toBeGreaterThan(0);
+      expect(first, s).toBeLessThanOrEqual(reads);
+      expect(f[`${s}.ms`] as number, s).toBeGreaterThanOrEqual(reads * 0.99);
+      // Medians of each round's own bound and ratio: at least what the medians' bound says of one path.
+      expect(f[`${s}.inRunMs`] as number, s).toBeGreaterThan(0);
+      expect(f[`${s}.ofInRun`] as number, s).toBeGreaterThan(0);
+    }
+    expect(m.value).toBe(Math.max(...points.map((s) => f[`${s}.ofInRun`] as number)));
+    expect(m.detail).toMatch(/of the in-run bound \([\d.]+ ms; its reads ended at [\d.]+ ms, the first layer's at [\d.]+\)/);
   });
 
   it('P1 reports the host-thread bounds: the WebGPU calls on the host thread, the host thread inside the timed runs, the pipeline ends, and the efficiency each leaves', () => {
