@@ -110,7 +110,8 @@ export interface AdapterInfo {
   description: string;
 }
 
-const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'stagingPoolBytes', 'sanitize', 'label', 'keepAlive'] as const;
+/** createContext's options (`keepAlive`, internal, is accepted but not listed in errors). */
+export const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'maxSubmitsInFlight', 'maxOpsPerSubmit', 'captureStacks', 'uploadPieceBytes', 'stagingPoolBytes', 'sanitize', 'label'] as const;
 
 /**
  * Creates a context: requests an adapter and device (or borrows `options.device`) and sets up the
@@ -119,7 +120,7 @@ const OPTION_KEYS = ['device', 'gpu', 'powerPreference', 'timing', 'trace', 'max
 export async function createContext(options: ContextOptions = {}): Promise<Context> {
   const site = { op: 'createContext' };
   const o = expectObject('options', options, site);
-  expectKnownKeys('options', o, OPTION_KEYS, site);
+  expectKnownKeys('options', o, OPTION_KEYS, site, ['keepAlive']);
   const wantTiming = o.timing === undefined ? true : expectBoolean('timing', o.timing, site);
   if (o.device !== undefined && !isDevice(o.device)) throw new InvalidArgumentError(`Expected \`device\` to be a GPUDevice, got ${showValue(o.device)}`, site);
   if (o.gpu !== undefined && typeof (o.gpu as GPU | null)?.requestAdapter !== 'function') throw new InvalidArgumentError(`Expected \`gpu\` to be a GPU (navigator.gpu), got ${showValue(o.gpu)}`, site);
@@ -283,7 +284,10 @@ export class Context {
     this.#checkAlive('createStream');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label', 'priority', 'nonBlocking'], site);
-    const asked = o.priority === undefined ? 0 : expectInteger('priority', o.priority, -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, site);
+    if (o.priority !== undefined && !Number.isInteger(o.priority)) {
+      throw new InvalidArgumentError(`Expected \`priority\` to be an integer from ${PRIORITY_RANGE.greatest} (highest) to ${PRIORITY_RANGE.least} (the default; others are clamped), got ${showValue(o.priority)}`, site);
+    }
+    const asked = o.priority === undefined ? 0 : (o.priority as number);
     const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
     const label = o.label === undefined ? `stream#${++this.#streams}` : expectString('label', o.label, site);

@@ -10,9 +10,9 @@
  * (Debian's chromium package ships it). The native instance stays referenced by the context for its
  * whole life: when it is garbage-collected while a device is in use, the process crashes.
  */
-import { createContext, type Context, type ContextOptions } from './context.js';
+import { createContext, OPTION_KEYS, type Context, type ContextOptions } from './context.js';
 import { InvalidArgumentError, StreamError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
-import { expectBoolean, expectInteger, expectObject, expectString, showValue } from './validate.js';
+import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
 export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAlive'> {
@@ -33,12 +33,13 @@ export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAl
 export async function createNodeContext(options: NodeContextOptions = {}): Promise<Context> {
   const site = { op: 'createNodeContext' };
   const o = expectObject('options', options, site);
+  if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\`; pass \`device\` to borrow one, or use createContext({ gpu })`, site);
+  expectKnownKeys('options', o, [...OPTION_KEYS.filter((k) => k !== 'gpu'), 'dawnToggles', 'installGlobals', 'adapter'], site);
   if (o.dawnToggles !== undefined && !(Array.isArray(o.dawnToggles) && o.dawnToggles.every((t) => typeof t === 'string'))) {
     throw new InvalidArgumentError(`Expected \`dawnToggles\` to be an array of strings, got ${showValue(o.dawnToggles)}`, site);
   }
   if (o.installGlobals !== undefined) expectBoolean('installGlobals', o.installGlobals, site);
   if (o.adapter !== undefined) expectString('adapter', o.adapter, site);
-  if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\`; pass \`device\` to borrow one, or use createContext({ gpu })`, site);
   const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, adapter, ...rest } = o as NodeContextOptions;
   if (!installGlobals && rest.device) return createContext(rest);
   const { create, globals } = await loadDawn(site);

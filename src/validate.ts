@@ -43,9 +43,10 @@ export function expectObject(name: string, value: unknown, site: ErrorSite = {})
 }
 
 /** Throws on keys not in `allowed`: a typo in an option name should not pass silently. */
-export function expectKnownKeys(name: string, obj: Record<string, unknown>, allowed: readonly string[], site: ErrorSite = {}): void {
+/** Throws on a key not in `allowed` (listed in the message) or `hidden` (allowed, not listed: internal options). */
+export function expectKnownKeys(name: string, obj: Record<string, unknown>, allowed: readonly string[], site: ErrorSite = {}, hidden: readonly string[] = []): void {
   for (const key of Object.keys(obj)) {
-    if (!allowed.includes(key)) {
+    if (!allowed.includes(key) && !hidden.includes(key)) {
       throw new InvalidArgumentError(`Unknown option \`${name}.${key}\`; expected one of ${allowed.map((k) => `\`${k}\``).join(', ')}`, site);
     }
   }

@@ -110,9 +110,17 @@ describe('labels and options', () => {
   it.each([
     ['dawnToggles: "x"', { dawnToggles: 'x' }, /`dawnToggles` to be an array of strings/],
     ['installGlobals: 1', { installGlobals: 1 }, /`installGlobals` to be a boolean/],
-    ['an unknown key', { dawnToggle: [] }, /Unknown option `options.dawnToggle`/],
+    ['an unknown key', { dawnToggle: [] }, /Unknown option `options.dawnToggle`; expected one of .*`dawnToggles`, `installGlobals`, `adapter`$/],
   ])('createNodeContext refuses %s', async (_name, options, message) => {
-    await expect(createNodeContext(options as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', message: expect.stringMatching(message) });
+    await expect(createNodeContext(options as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'createNodeContext', message: expect.stringMatching(message) });
+  });
+
+  it('lists only the options a user may pass (not the internal keepAlive)', async () => {
+    for (const make of [() => createContext({ lable: 'x' } as never), () => createNodeContext({ lable: 'x' } as never)]) {
+      const e = await make().then(() => null, (x: unknown) => x as Error);
+      expect(e?.message).toMatch(/expected one of `device`/);
+      expect(e?.message).not.toContain('keepAlive');
+    }
   });
 });
 
