@@ -26,12 +26,7 @@ export class StreamError extends Error {
   #callSite: string | undefined | null;
 
   constructor(message: string, site: ErrorSite = {}) {
-    const where = [
-      [site.op && `op '${site.op}'`, site.stream !== undefined && `stream '${site.stream}'`].filter(Boolean).join(' on '),
-      site.context !== undefined && `context '${site.context}'`,
-    ]
-      .filter(Boolean)
-      .join(' in ');
+    const where = whereOf(site);
     const callSite = formatSite(site.callSite);
     const at = callSite ? `\n  enqueued ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
     super(`${where ? `${where}: ` : ''}${message}${at}`, site.cause === undefined ? undefined : { cause: site.cause });
@@ -50,6 +45,19 @@ export class StreamError extends Error {
     if (this.#callSite === null) this.#callSite = formatSite(this);
     return this.#callSite;
   }
+}
+
+/** "op 'x' on stream 's' in context 'c'": the prefix of a StreamError's message. */
+function whereOf(site: { op?: string | undefined; stream?: string | undefined; context?: string | undefined }): string {
+  return [[site.op && `op '${site.op}'`, site.stream !== undefined && `stream '${site.stream}'`].filter(Boolean).join(' on '), site.context !== undefined && `context '${site.context}'`].filter(Boolean).join(' in ');
+}
+
+/** What a StreamError says went wrong: its message without the op/stream/context prefix and the call site. */
+export function ownWords(e: StreamError): string {
+  const where = whereOf(e);
+  const at = e.message.indexOf('\n  enqueued ');
+  const m = at >= 0 ? e.message.slice(0, at) : e.message;
+  return where && m.startsWith(`${where}: `) ? m.slice(where.length + 2) : m;
 }
 
 /** A bad argument or option: wrong type, out of range, unaligned, kernel bindings that do not fit the kernel. Thrown at the call. */

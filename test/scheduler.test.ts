@@ -148,6 +148,16 @@ describe('a host function that waits on itself gets DeadlockError', () => {
     expect(err).toMatchObject({ name: 'DeadlockError', stream: 'self-waiter', op: 'hostFn', message: expect.stringMatching(/waits for .*synchronize\(\).*can never resolve/) });
   });
 
+  it('left uncaught, it fails the host function with HostFnError naming the DeadlockError once (cause: the DeadlockError)', async () => {
+    const s = ctx.createStream({ label: 'uncaught' });
+    s.hostFn(() => s.synchronize());
+    const err = (await s.synchronize().catch((e: unknown) => e)) as Error;
+    expect(err).toMatchObject({ name: 'HostFnError', stream: 'uncaught', cause: expect.objectContaining({ name: 'DeadlockError' }) });
+    expect(err.message).toMatch(/^op 'hostFn' on stream 'uncaught' in context '[^']+': host function threw DeadlockError: host function #\d+ waits for stream 'uncaught'.synchronize\(\)/);
+    expect(err.message.match(/op 'hostFn' on stream/g)).toHaveLength(1);
+    expect(err.message.match(/\n  enqueued /g) ?? []).toHaveLength(err.message.includes('enqueued') ? 1 : 0);
+  });
+
   it('an event recorded behind it, and a pinned buffer claimed behind it, are deadlocks too', async () => {
     const s = ctx.createStream({ label: 'self-waiter-2' });
     const e = ctx.createEvent({ label: 'behind' });

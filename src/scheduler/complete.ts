@@ -6,7 +6,7 @@
  * Completion is iterative: one worklist for every context, so a chain of any length completes
  * without recursion, and an op of one context completing wakes the ops of another that wait on it.
  */
-import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown } from '../errors.js';
+import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown, ownWords } from '../errors.js';
 import { MapMode } from '../gpu-constants.js';
 import { NONE, type Op } from '../op.js';
 import type { Trace } from '../trace.js';
@@ -442,7 +442,7 @@ export class Completer {
     if (op.times) op.times.tHostEnd = performance.now();
     if (err !== undefined && !op.error) {
       const lib = op.payload.kind === 'hostFn' && op.payload.own; // the library's own op (uploadFrom, copyPeer)
-      op.error = lib && err instanceof StreamError ? err : new HostFnError(lib ? `${op.subject} failed: ${describeThrown(err)}` : `host function threw: ${describeThrown(err)}`, { ...op.site(), ...(lib ? { op: op.subject } : {}), cause: err });
+      op.error = lib && err instanceof StreamError ? err : new HostFnError(lib ? `${op.subject} failed: ${describeThrown(err)}` : `host function threw ${err instanceof StreamError ? `${err.name}: ${ownWords(err)}` : describeThrown(err)}`, { ...op.site(), ...(lib ? { op: op.subject } : {}), cause: err });
     }
     op.ordered = true;
     this.ownDone(op);
