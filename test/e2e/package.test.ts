@@ -72,9 +72,9 @@ afterAll(() => {
 });
 
 describe('the packed tarball', () => {
-  it('ships dist/lib, README, LICENSE and package.json only', () => {
-    expect(packedFiles.filter((f) => !f.startsWith('dist/lib/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
-    for (const f of ['LICENSE', 'README.md', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/node.js', 'dist/lib/node.d.ts']) expect(packedFiles).toContain(f);
+  it('ships dist/lib, README, LICENSE, the docs README links to, and package.json only', () => {
+    expect(packedFiles.filter((f) => !f.startsWith('dist/lib/') && !f.startsWith('docs/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
+    for (const f of ['LICENSE', 'README.md', 'docs/API.md', 'docs/PERFORMANCE.md', 'docs/MULTI_GPU.md', 'dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/node.js', 'dist/lib/node.d.ts']) expect(packedFiles).toContain(f);
     expect(readFileSync(join(installed, 'LICENSE'), 'utf8')).toMatch(/MIT License[\s\S]*2026 webgpu-streams contributors/);
   });
 
