@@ -32,7 +32,7 @@ export function chooseVulkanDriver(env: NodeJS.ProcessEnv = process.env): string
   if (hasNvidiaIcd()) return 'system Vulkan drivers (an NVIDIA driver is installed)';
   if (existsSync(SWIFTSHADER_ICD)) {
     env['VK_ICD_FILENAMES'] = SWIFTSHADER_ICD;
-    return `SwiftShader (set VK_ICD_FILENAMES=${SWIFTSHADER_ICD})`;
+    return `SwiftShader (no GPU driver found; VK_ICD_FILENAMES set to ${SWIFTSHADER_ICD} for this run)`;
   }
   return 'system Vulkan drivers (no SwiftShader found at ' + SWIFTSHADER_ICD + ')';
 }

@@ -1,6 +1,8 @@
 // `npm run example:textures`: a texture pipeline on two streams, drawn onto a canvas (Chrome 113+;
 // serve it from localhost or https). `?seed=<n>` repeats a run. The result lands in <pre id="out">
-// and in `window.exampleResult`, the seed in `window.exampleSeed`.
+// and in `window.exampleResult`, the seed in `window.exampleSeed`. Headless Chromium on SwiftShader
+// presents a WebGPU canvas only with `--enable-features=Vulkan --use-vulkan=swiftshader
+// --use-angle=swiftshader` (without them the device is lost at the first present).
 import { createContext, type Context, type DeviceTexture, type PinnedBuffer, type Stream } from 'webgpu-streams';
 import blurWgsl from './blur.wgsl?raw';
 import toneWgsl from './tonemap.wgsl?raw';
