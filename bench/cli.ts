@@ -1,16 +1,19 @@
 /**
- * The Node side of the runners (bench/headless.ts, bench/node.ts): command-line flags and writing
- * the result files. Node builtins only, so the Node bench still bundles to one file whose only
- * runtime import is `webgpu`. The parts the page shares (table, trace export, file stems,
- * validation) are in bench/report.ts.
+ * The Node side of the runners (bench/headless.ts, bench/node.ts, bench/perf-node.ts,
+ * bench/soak.ts): command-line flags, writing the result files, and the environment the runners
+ * start Node with. Node builtins and bench code only (the scenario ids come from the suite), so
+ * the Node bench still bundles to one file whose only runtime import is `webgpu`. The parts the
+ * page shares (table, trace export, file stems, validation) are in bench/report.ts.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { resultStem, toChromeTrace } from './report';
 import { runtimeDir } from './runtime-dir';
 import type { SuiteResult } from './schema';
+import { scenarioIds } from './suite';
 
 // ---------------------------------------------------------------------------------------------
 // Command line
@@ -36,14 +39,28 @@ export interface CliOptions {
   help: boolean;
 }
 
+/** `words` joined by ', ' into lines of at most `width` characters, each after `indent`. */
+function wrapList(words: readonly string[], indent: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const [i, w] of words.entries()) {
+    const word = i < words.length - 1 ? `${w},` : w;
+    if (line && indent.length + line.length + 1 + word.length > width) {
+      lines.push(indent + line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return line ? [...lines, indent + line] : lines;
+}
+
 /** Usage text for a runner (`name` is the npm script, e.g. `npm run bench --`). */
 export function usage(name: string, runner: 'headless' | 'node'): string {
   return [
     `usage: ${name} [--quick] [--scenarios a,b] ${runner === 'headless' ? '[--gpu] [--page DIR] [--mock] ' : ''}[--sanitize] [--out DIR] [--timeout MIN]`,
     '',
     '  --quick           small sizes and few repeats (what CI runs)',
-    '  --scenarios a,b   run only these scenario ids (overlap-probe, chunked-pipeline, sleep-streams,',
-    '                    weight-loading, weights-storage, priorities)',
+    '  --scenarios a,b   run only these scenario ids (the suite runs them in this order):',
+    ...wrapList(scenarioIds, ' '.repeat(20), 100),
     ...(runner === 'headless'
       ? [
           '  --gpu             windowed Chromium on $DISPLAY with $CHROME_GPU_FLAGS (real GPU; see',
@@ -61,7 +78,7 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
   ].join('\n');
 }
 
-/** Parse runner flags; throws a TypeError naming the bad flag. */
+/** Parse runner flags; throws a TypeError naming the bad flag (an unknown scenario id among them). */
 export function parseCliArgs(argv: string[]): CliOptions {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -86,6 +103,10 @@ export function parseCliArgs(argv: string[]): CliOptions {
     .filter(Boolean);
   if (values.scenarios !== undefined && scenarios?.length === 0) {
     throw new TypeError(`Expected \`--scenarios\` to list scenario ids (a,b), got \`${values.scenarios}\``);
+  }
+  const unknown = scenarios?.filter((id) => !scenarioIds.includes(id)) ?? [];
+  if (unknown.length) {
+    throw new TypeError(`Expected \`--scenarios\` to name scenarios among ${scenarioIds.join(', ')}, got \`${unknown.join(', ')}\``);
   }
   let timeoutMin: number | undefined;
   if (values.timeout !== undefined) {
@@ -165,9 +186,12 @@ function glibcVersion(): string | undefined {
   return report?.header?.glibcVersionRuntime;
 }
 
+/** The signals a runner passes on to the Node it started again (bench/weights-file.ts removes scratch files on them). */
+const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
 /**
  * Runs this process again with the environment the Node runners want, where it is not set, and
- * returns the child's exit status (null: it is set, go on):
+ * resolves to the child's exit status (null: it is set, go on):
  * - UV_THREADPOOL_SIZE=16: file reads (weights from storage) run on libuv's thread pool, 4 threads
  *   unless the variable says more, which an ES module entry has started while loading;
  * - on x86-64 glibc, GLIBC_TUNABLES with memcpy's non-temporal threshold at 1 MiB: glibc keeps
@@ -177,8 +201,10 @@ function glibcVersion(): string | undefined {
  *   measures glibc's own choice;
  * - on Linux without XDG_RUNTIME_DIR, a private one (as the test run has): the Vulkan loader and
  *   SwiftShader otherwise print "XDG_RUNTIME_DIR is invalid or not set" a few times.
+ * SIGINT, SIGTERM and SIGHUP sent to this process go on to the child, so that it removes its
+ * scratch files; a child ended by a signal gives 128 + its number, as a shell reports it.
  */
-export function withRunnerEnv(threads = 16): number | null {
+export function withRunnerEnv(threads = 16): Promise<number | null> {
   const env = { ...process.env };
   let again = false;
   if (!env['XDG_RUNTIME_DIR'] && process.platform === 'linux') {
@@ -193,9 +219,21 @@ export function withRunnerEnv(threads = 16): number | null {
     env['GLIBC_TUNABLES'] = `${NT_TUNABLE}=${NT_THRESHOLD}`;
     again = true;
   }
-  if (!again) return null;
-  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
-  return child.status ?? 1;
+  if (!again) return Promise.resolve(null);
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
+    const forward = (signal: NodeJS.Signals): void => void child.kill(signal);
+    for (const s of FORWARDED) process.on(s, forward);
+    const end = (status: number): void => {
+      for (const s of FORWARDED) process.off(s, forward);
+      done(status);
+    };
+    child.on('error', (e) => {
+      console.error(`${process.argv[1] ?? 'node'}: could not start Node again: ${e.message}`);
+      end(1);
+    });
+    child.on('exit', (code, signal) => end(code ?? (signal ? 128 + (constants.signals[signal] ?? 0) : 1)));
+  });
 }
 
 /**

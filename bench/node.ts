@@ -95,10 +95,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 // weights-storage reads its file 16 at a time, host copies are of a few MiB: run again with the environment for them.
-const again = withRunnerEnv();
-if (again !== null) process.exit(again);
-else
-  main(process.argv.slice(2)).then(
+void withRunnerEnv().then((again) => {
+  if (again !== null) process.exit(again);
+  return main(process.argv.slice(2)).then(
     // Exit explicitly: Dawn's instance may keep the event loop alive.
     (code) => process.exit(code),
     (e: unknown) => {
@@ -106,3 +105,4 @@ else
       process.exit(1);
     },
   );
+});

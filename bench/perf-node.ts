@@ -22,14 +22,16 @@ import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
 import { hostCopyNote, withRunnerEnv } from './cli';
+import { forgetAtExit, removeAtExit } from './weights-file';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
 
-/** P7's scratch files, in the OS temp directory, and the process's memory. */
+/** P7's scratch files, in the OS temp directory (removed at exit, by a signal too, where P7 has not), and the process's memory. */
 export function nodeFileProbe(): FileProbe {
   return {
     async write(name, pieces) {
       const path = join(tmpdir(), `webgpu-streams-${process.pid}-${name}`);
+      removeAtExit(path);
       const fh = await open(path, 'w');
       try {
         for (const piece of pieces) await fh.write(piece);
@@ -40,7 +42,10 @@ export function nodeFileProbe(): FileProbe {
     },
     open: (path, parallel) => openFile(path, { parallel }),
     readThreads: Number(process.env.UV_THREADPOOL_SIZE) || 4,
-    remove: (path) => rm(path, { force: true }),
+    remove: async (path) => {
+      await rm(path, { force: true });
+      forgetAtExit(path);
+    },
     memory: () => {
       const m = process.memoryUsage();
       return { heap: m.heapUsed, external: m.external };
@@ -226,15 +231,16 @@ const isEntry = (() => {
   return /bench-perf\.mjs$|perf-node\.ts$/.test(argv1);
 })();
 // P7 reads its file 16 at a time, host copies are of a few MiB: run again with the environment for them.
-const again = isEntry ? withRunnerEnv() : null;
-if (again !== null) process.exit(again);
-else if (isEntry) {
-  main(process.argv.slice(2)).then(
-    // Exit explicitly: Dawn's instance may keep the event loop alive.
-    (code) => process.exit(code),
-    (e: unknown) => {
-      console.error('\nbench:perf: FAILED:', e);
-      process.exit(1);
-    },
-  );
+if (isEntry) {
+  void withRunnerEnv().then((again) => {
+    if (again !== null) process.exit(again);
+    return main(process.argv.slice(2)).then(
+      // Exit explicitly: Dawn's instance may keep the event loop alive.
+      (code) => process.exit(code),
+      (e: unknown) => {
+        console.error('\nbench:perf: FAILED:', e);
+        process.exit(1);
+      },
+    );
+  });
 }

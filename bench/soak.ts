@@ -21,12 +21,17 @@
  *   fixed), staging +64 MiB. Array buffers are printed, not bounded.
  * And the fresh download arrays still alive after synchronize() and a GC (of the latest
  * WATCHED_DOWNLOADS; the program keeps none) must be at most SOAK_HELD_DOWNLOADS: 0, where a GC can
- * be forced.
+ * be forced, at every sample. A check that cannot run is reported as not judged, with the reason:
+ * the growth bounds of a run that ends inside its warm-up (no baseline), held downloads without a
+ * forced GC.
  *
  *   npm run soak -- [--ops N] [--streams N] [--seed N] [--trace off|only|both] [--every N] [--sanitize]
  *
  * `--seed N` replays a run's op sequence. The npm script runs node with --expose-gc; without it the
- * runner asks V8 for `gc` itself. Exit status: 0 pass, 1 a bound or a check failed, 2 bad usage.
+ * runner asks V8 for `gc` itself. Like bench:node, it starts Node again with the runners'
+ * environment where that is not set (bench/cli.ts, withRunnerEnv: a private XDG_RUNTIME_DIR among
+ * it). Exit status: 0 nothing failed (the last line says PASS, or NOT JUDGED IN FULL and which
+ * checks could not run), 1 a bound or a check failed, 2 bad usage.
  */
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
@@ -35,6 +40,7 @@ import { workgroupsFor, type Context, type ContextOptions, type DeviceBuffer, ty
 import { createNodeContext } from 'webgpu-streams/node';
 import { firstMismatch, randomSeed, rng, vectorAddRef } from './reference';
 import { chooseVulkanDriver } from './vulkan';
+import { withRunnerEnv } from './cli';
 import { benchKernels } from './kernels/index';
 
 const KiB = 1024;
@@ -149,6 +155,8 @@ export interface SoakModeResult {
   violations: string[];
   /** Mismatches and failed ops (the mode stops at the first). */
   failures: string[];
+  /** Checks that could not run, each with the reason: "growth bounds: no baseline sample after the warm-up ...". */
+  notJudged: string[];
   /** Ops enqueued, by kind of random op (checks apart). */
   counts: Record<SoakOpKind, number>;
   ok: boolean;
@@ -157,7 +165,10 @@ export interface SoakModeResult {
 export interface SoakResult {
   seed: number;
   modes: SoakModeResult[];
+  /** Nothing failed. */
   ok: boolean;
+  /** Every check of every mode ran (none not judged). */
+  judged: boolean;
 }
 
 type BoundedFigure = keyof typeof SOAK_BOUNDS;
@@ -221,21 +232,29 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const warmupOps = options.warmupOps ?? Math.min(10_000, Math.floor(options.ops / 10));
   const traceLimit = options.traceLimit ?? 100_000;
   const checkEvery = options.checkEvery ?? 1000;
-  log(`soak: seed ${options.seed}; ${options.ops} ops over ${options.streams} streams per mode; trace ${options.modes.join(', then ')}${options.sanitize ? '; stream sanitizer on' : ''}; warm-up ${warmupOps} ops; a sample every ${sampleEvery} ops; a check every ${checkEvery} ops`);
+  // With trace on, the baseline comes once the trace's ring of records is full.
+  const traceWarmup = Math.max(warmupOps, Math.ceil(traceLimit * 1.25) + 1000);
+  const warmups = options.modes.map((mode) => {
+    const ops = mode === 'on' ? traceWarmup : warmupOps;
+    const notes = [...(mode === 'on' ? ['until the trace is full'] : []), ...(ops >= options.ops ? ['more than the run: growth not judged'] : [])];
+    return `${ops} ops${options.modes.length > 1 || mode === 'on' ? ` with trace ${mode}` : ''}${notes.length ? ` (${notes.join('; ')})` : ''}`;
+  });
+  log(`soak: seed ${options.seed}; ${options.ops} ops over ${options.streams} streams per mode; trace ${options.modes.join(', then ')}${options.sanitize ? '; stream sanitizer on' : ''}; warm-up ${warmups.join(', ')}; a sample every ${sampleEvery} ops; a check every ${checkEvery} ops`);
   log(`soak: bounds: ${describeBounds()}`);
   const gc = findGc();
   if (!gc) log('soak: no forced GC (run node with --expose-gc): the figures include garbage, and held downloads are not checked');
   const modes: SoakModeResult[] = [];
   for (const mode of options.modes) {
     const trace = mode === 'on';
-    // With trace on, the baseline comes once the trace's ring of records is full.
-    const warmup = trace ? Math.max(warmupOps, Math.ceil(traceLimit * 1.25) + 1000) : warmupOps;
+    const warmup = trace ? traceWarmup : warmupOps;
     modes.push(await runMode({ ...options, sampleEvery, warmupOps: warmup, checkEvery, log, gc, trace, traceLimit }));
   }
   const ok = modes.every((m) => m.ok);
+  const judged = modes.every((m) => m.notJudged.length === 0);
   const rates = modes.map((m) => `trace ${m.trace ? 'on' : 'off'} ${Math.round(m.opsPerSec)} ops/s`).join(', ');
-  log(`soak: ${ok ? 'PASS' : 'FAIL'}: ${rates} (${options.ops} ops, ${options.streams} stream${options.streams === 1 ? '' : 's'}, seed ${options.seed})`);
-  return { seed: options.seed, modes, ok };
+  const unjudged = modes.flatMap((m) => m.notJudged.map((why) => `trace ${m.trace ? 'on' : 'off'}: ${why}`));
+  log(`soak: ${!ok ? 'FAIL' : judged ? 'PASS' : 'NOT JUDGED IN FULL'}: ${rates} (${options.ops} ops, ${options.streams} stream${options.streams === 1 ? '' : 's'}, seed ${options.seed})${unjudged.length ? `; not judged: ${unjudged.join('; ')}` : ''}`);
+  return { seed: options.seed, modes, ok, judged };
 }
 
 interface ModeOptions extends SoakOptions {
@@ -258,7 +277,10 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
     else if (races++ === 0) o.log(`${tag}: race reported: ${r.message}`);
   };
   const ctx = await o.createContext({ trace: o.trace ? { limit: o.traceLimit } : false, label: `soak trace ${o.trace ? 'on' : 'off'}`, ...(o.sanitize ? { sanitize: raced } : {}) });
-  if (o.trace) o.log(`${tag}: trace limit ${o.traceLimit} records; warm-up ${o.warmupOps} ops, until the trace is full`);
+  const until = o.trace ? ' (until the trace is full)' : '';
+  if (o.warmupOps >= o.ops) {
+    o.log(`${tag}: ${o.trace ? `trace limit ${o.traceLimit} records; ` : ''}warm-up ${o.warmupOps} ops${until}, more than the run's ${o.ops}: no baseline, growth not judged${o.trace ? ` (--ops above ${o.warmupOps} or a smaller --trace-limit judges it)` : ''}`);
+  } else if (o.trace) o.log(`${tag}: trace limit ${o.traceLimit} records; warm-up ${o.warmupOps} ops${until}`);
   const info = ctx.adapterInfo;
   o.log(`${tag}: adapter ${[info.vendor, info.architecture, info.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const r = rng(o.seed);
@@ -515,6 +537,11 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
       return `${f.name} ${mib(v)}${base ? ` (${d >= 0 ? '+' : '-'}${mib(Math.abs(d))})` : ''}`;
     });
     o.log(`${tag} ops ${String(x.ops).padStart(8)}, MiB: ${cols.join(', ')}; held downloads ${x.heldDownloads}; ${Math.round(rate)} ops/s${note}`);
+    // Held downloads need no baseline: the program keeps none at any sample.
+    if (o.gc) {
+      if (x.heldDownloads > SOAK_HELD_DOWNLOADS) o.log(`${tag}: ${heldWords(x.heldDownloads, x.ops)}`);
+      if (x.heldDownloads > worstHeld.held) worstHeld = { held: x.heldDownloads, ops: x.ops };
+    }
     if (!base) return;
     for (const f of FIGURES) {
       if (!f.bound) continue;
@@ -524,9 +551,6 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
       const w = worst.get(f.bound);
       if (!w || growth > w.growth) worst.set(f.bound, { growth, ops: x.ops });
     }
-    if (!o.gc) return;
-    if (x.heldDownloads > SOAK_HELD_DOWNLOADS) o.log(`${tag}: ${heldWords(x.heldDownloads, x.ops)}`);
-    if (x.heldDownloads > worstHeld.held) worstHeld = { held: x.heldDownloads, ops: x.ops };
   };
   const takeSample = async (note = ''): Promise<void> => {
     const t = performance.now();
@@ -597,10 +621,15 @@ async function runMode(o: ModeOptions): Promise<SoakModeResult> {
   if (checks === 0 && failures.length === 0) failures.push('no correctness check ran (too few ops?)');
   if (races > 0) failures.push(`the sanitizer reported ${races} race${races === 1 ? '' : 's'} in a program that orders every access`);
   if (o.sanitize) o.log(`${tag}: sanitizer: ${races} races, ${unrecordedWaits} waits on events not recorded yet`);
+  // Growth is judged against the baseline after warm-up, which a later sample must follow.
+  const notJudged: string[] = [];
+  if (samples.length < 2) notJudged.push(`growth bounds: no baseline sample after the ${o.warmupOps}-op warm-up${until}; the run ended at op ${done}`);
+  if (!o.gc) notJudged.push('held downloads: no forced GC (run node with --expose-gc)');
   const opsPerSec = done / Math.max(1e-9, elapsed / 1000);
   const ok = violations.length === 0 && failures.length === 0;
-  o.log(`${tag}: ${ok ? 'pass' : 'FAIL'}: ${done} ops in ${(elapsed / 1000).toFixed(1)} s (sampling excluded), ${Math.round(opsPerSec)} ops/s; ${checks} checks passed${violations.length ? `; past bounds: ${violations.join('; ')}` : ''}${failures.length ? `; ${failures[0]}` : ''}`);
-  return { trace: o.trace, ops: done, opsPerSec, samples, checks, violations, failures, counts, ok };
+  const verdict = !ok ? 'FAIL' : notJudged.length ? 'not judged in full' : 'pass';
+  o.log(`${tag}: ${verdict}: ${done} ops in ${(elapsed / 1000).toFixed(1)} s (sampling excluded), ${Math.round(opsPerSec)} ops/s; ${checks} checks passed${violations.length ? `; past bounds: ${violations.join('; ')}` : ''}${failures.length ? `; ${failures[0]}` : ''}${notJudged.length ? `; not judged: ${notJudged.join('; ')}` : ''}`);
+  return { trace: o.trace, ops: done, opsPerSec, samples, checks, violations, failures, notJudged, counts, ok };
 }
 
 // ------------------------------------------------------------------ CLI
@@ -683,13 +712,17 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 const isEntry = /(?:^|[\\/])soak\.(?:mjs|ts)$/.test(process.argv[1] ?? '');
+// As bench:node: run again with the runners' environment (a runtime directory for the Vulkan loader among it); --expose-gc goes along.
 if (isEntry) {
-  main(process.argv.slice(2)).then(
-    // Exit explicitly: Dawn's instance may keep the event loop alive.
-    (code) => process.exit(code),
-    (e: unknown) => {
-      console.error('\nsoak: FAILED:', e);
-      process.exit(1);
-    },
-  );
+  void withRunnerEnv().then((again) => {
+    if (again !== null) process.exit(again);
+    return main(process.argv.slice(2)).then(
+      // Exit explicitly: Dawn's instance may keep the event loop alive.
+      (code) => process.exit(code),
+      (e: unknown) => {
+        console.error('\nsoak: FAILED:', e);
+        process.exit(1);
+      },
+    );
+  });
 }

@@ -24,17 +24,21 @@ export async function runLayers(ctx: Context, path: string, input: Float32Array)
   return out;
 }
 
-// `npm run example -- weights-from-file`: writes a 16-layer safetensors file, runs it, checks it on the CPU.
+// `npm run example -- weights-from-file`: writes a 16-layer safetensors file, runs it, checks it on the CPU, removes the file.
 if (/weights-from-file\.m?[jt]s$/.test(globalThis.process?.argv?.[1] ?? '')) {
-  const { writeFileSync, mkdtempSync } = await import('node:fs');
+  const { writeFileSync, mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const n = 1 << 18, layers = Array.from({ length: 16 }, () => Float32Array.from({ length: n }, () => Math.random() * 2 - 1));
-  const path = `${mkdtempSync(`${tmpdir()}/weights-`)}/model.safetensors`;
-  writeFileSync(path, encodeSafetensors(layers.map((w, i) => ({ name: `layers.${i}.weight`, dtype: 'F32', shape: [n], data: new Uint8Array(w.buffer) }))));
-  const ctx = await createNodeContext();
-  const input = Float32Array.from({ length: n }, () => Math.random());
-  const out = await runLayers(ctx, path, input);
-  const want = layers.reduce((x, w) => x.map((v, k) => Math.fround(v + w[k]!)), input);
-  console.log(out.every((v, k) => v === want[k]) ? `weights-from-file: ok, 16 layers of ${n * 4 / 1024} KiB from the file through 2 slots (device peak ${ctx.memory.peak / 1024} KiB)` : 'weights-from-file: MISMATCH');
-  ctx.destroy();
+  const dir = mkdtempSync(`${tmpdir()}/weights-`), path = `${dir}/model.safetensors`;
+  try {
+    writeFileSync(path, encodeSafetensors(layers.map((w, i) => ({ name: `layers.${i}.weight`, dtype: 'F32', shape: [n], data: new Uint8Array(w.buffer) }))));
+    const ctx = await createNodeContext();
+    const input = Float32Array.from({ length: n }, () => Math.random());
+    const out = await runLayers(ctx, path, input);
+    const want = layers.reduce((x, w) => x.map((v, k) => Math.fround(v + w[k]!)), input);
+    console.log(out.every((v, k) => v === want[k]) ? `weights-from-file: ok, 16 layers of ${n * 4 / 1024} KiB from the file through 2 slots (device peak ${ctx.memory.peak / 1024} KiB)` : 'weights-from-file: MISMATCH');
+    ctx.destroy();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -5,7 +5,7 @@
  * browser example runs in headless Chromium; streamWeights matches the CPU reference on a
  * sanitized context.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'vite';
@@ -37,10 +37,14 @@ it.each([
 ])('npm run example -- %s runs and checks its result', async (name, ok) => {
   // As a newcomer's shell has it: no XDG_RUNTIME_DIR (the test run sets one), no thread pool size.
   const { XDG_RUNTIME_DIR: _x, UV_THREADPOOL_SIZE: _u, ...env } = process.env;
+  // weights-from-file writes its model under a fresh weights-* directory in the temp directory.
+  const scratch = () => new Set(readdirSync(tmpdir()).filter((f) => f.startsWith('weights-')));
+  const before = scratch();
   const r = await runCommand('npm', ['run', '--silent', 'example', '--', name], { cwd: root, timeoutMs: 120_000, env: { ...env, WEBGPU_STREAMS_SANITIZE: 'throw' } });
   expect(r.output, r.output).toMatch(ok);
   expect(r.output, 'the Vulkan loader complained').not.toMatch(/XDG_RUNTIME_DIR/);
   expect(r.output, 'the sanitizer warned').not.toMatch(/webgpu-streams sanitizer \(context/);
+  expect([...scratch()].filter((f) => !before.has(f)), 'left in the temp directory').toEqual([]);
   if (name === 'sanitizer') {
     // The README prints this report: the same lines, word for word.
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');

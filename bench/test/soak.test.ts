@@ -45,8 +45,29 @@ describe('soak, 20,000 ops over 8 streams, trace off and on', () => {
       const missing = (Object.keys(m.counts) as SoakOpKind[]).filter((k) => m.counts[k] === 0);
       expect(missing, mode).toEqual([]);
       expect(m.ok, mode).toBe(true);
+      expect(m.notJudged, mode).toEqual([]);
     }
     expect(result.ok).toBe(true);
+    expect(result.judged).toBe(true);
+    expect(lines.at(-1)).toMatch(/^soak: PASS: /);
+  }, 120_000);
+});
+
+describe('soak shorter than its warm-up (trace on: until the trace is full)', () => {
+  it('says the growth bounds were not judged, and why, instead of passing; claims no warm-up it did not run', async () => {
+    const ops = 3000;
+    const lines: string[] = [];
+    const result = await runSoak({ ops, streams: 4, seed, modes: ['on'], sampleEvery: 1000, checkEvery: 500, traceLimit: 100_000, createContext: (o) => gpuContext(o), log: (l) => lines.push(l) });
+    console.log(lines.join('\n'));
+    const m = result.modes[0]!;
+    expect(m.failures, `seed ${seed}`).toEqual([]);
+    expect(m.samples, 'only the end: no baseline after warm-up').toHaveLength(1);
+    expect(m.notJudged).toEqual([expect.stringMatching(/^growth bounds: no baseline sample after the 126000-op warm-up \(until the trace is full\); the run ended at op \d+$/)]);
+    expect([result.ok, result.judged]).toEqual([true, false]);
+    expect(lines.find((l) => l.startsWith('soak [trace on]: trace limit'))).toMatch(/warm-up 126000 ops \(until the trace is full\), more than the run's 3000: no baseline, growth not judged/);
+    expect(lines.find((l) => l.startsWith('soak: seed'))).toMatch(/warm-up 126000 ops with trace on \(until the trace is full; more than the run: growth not judged\)/);
+    expect(lines.filter((l) => /: pass\b|PASS/.test(l)), 'nothing says pass').toEqual([]);
+    expect(lines.at(-1)).toMatch(/^soak: NOT JUDGED IN FULL: .*; not judged: trace on: growth bounds: no baseline/);
   }, 120_000);
 });
 

@@ -2,13 +2,13 @@
  * The runners' plumbing without a browser or a GPU: the result validator, the table, the Chrome
  * trace export, file names, flag parsing, the static server and the PNG decoder used by the e2e tests.
  */
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../browser';
-import { parseCliArgs, resultPaths } from '../cli';
+import { parseCliArgs, resultPaths, usage } from '../cli';
 import { GcLog } from '../gc';
 import { balanceIterations } from '../perf/balance';
 import { createNoopDevice, type NoopBuffer, type NoopCommand } from '../perf/noop-device';
@@ -17,9 +17,13 @@ import { randomSeed, rng } from '../reference';
 import { adapterSlug, formatReport, formatTable, resultStem, runPassed, toChromeTrace, validateSuiteResult } from '../report';
 import type { SuiteResult } from '../schema';
 import { serveDir, type StaticServer } from '../serve';
-import { weightsHeader, weightsLayer } from '../weights-file';
+import { nodeWeightsStorage, weightsFile, weightsHeader, weightsLayer } from '../weights-file';
+import { scenarioIds } from '../suite';
 import { weightsUrl } from '../weights-spec';
 import { compare } from '../scenarios/common';
+import { timingVerdict } from '../scenarios/priorities';
+import { calibrationText } from '../scenarios/sleep-streams';
+import { costText } from '../scenarios/weight-loading';
 import type { Timing, Variant } from '../schema';
 import { spawn } from 'node:child_process';
 import { createServer as createViteServer } from 'vite';
@@ -148,9 +152,9 @@ describe('report text and files', () => {
   });
 
   it('parses runner flags', () => {
-    expect(parseCliArgs(['--quick', '--scenarios', 'a, b', '--out', 'o', '--gpu'])).toMatchObject({
+    expect(parseCliArgs(['--quick', '--scenarios', 'overlap-probe, two-gpus', '--out', 'o', '--gpu'])).toMatchObject({
       quick: true,
-      scenarios: ['a', 'b'],
+      scenarios: ['overlap-probe', 'two-gpus'],
       out: 'o',
       gpu: true,
       mock: false,
@@ -161,6 +165,16 @@ describe('report text and files', () => {
     expect(() => parseCliArgs(['--scenarios', ','])).toThrow(/--scenarios/);
     expect(() => parseCliArgs(['--timeout', '0'])).toThrow(/--timeout/);
     expect(() => parseCliArgs(['--frobnicate'])).toThrow();
+  });
+
+  it('rejects scenario ids the suite does not have, naming the flag and every id; the usage lists them all', () => {
+    expect(() => parseCliArgs(['--scenarios', 'overlap-probe,nope'])).toThrow(`Expected \`--scenarios\` to name scenarios among ${scenarioIds.join(', ')}, got \`nope\``);
+    expect(parseCliArgs(['--scenarios', scenarioIds.join(',')]).scenarios).toEqual(scenarioIds);
+    expect(scenarioIds).toContain('two-gpus');
+    for (const runner of ['node', 'headless'] as const) {
+      const text = usage('npm run x --', runner);
+      for (const id of scenarioIds) expect(text, `${runner}: ${id}`).toContain(id);
+    }
   });
 });
 
@@ -186,6 +200,51 @@ describe('compare (speedup and efficiency against a baseline)', () => {
       { name: 'streams=4', time: timing([4, 4.2, 4.4, 4.6]), ideal: 5, baseline: 'sync' },
     ] as Variant[]);
     expect(w!.efficiency).toBeUndefined();
+  });
+
+  it('leaves efficiency n/a where the variant took longer than its baseline: the speedup says by how much, the table says n/a', () => {
+    // Two devices of one software adapter: 2 GPUs 356 ms against 1 GPU 260 ms, ideal 130 ms (a ratio of -74%).
+    const vs = compare([
+      { name: '1 GPU', time: timing([259, 260, 261]), ideal: 230 },
+      { name: '2 GPUs', time: timing([355, 356, 357]), ideal: 130, baseline: '1 GPU' },
+    ] as Variant[]);
+    expect(vs[1]!.speedup).toBeCloseTo(260 / 356, 3);
+    expect(vs[1]!.efficiency).toBeUndefined();
+    const result = sample();
+    result.scenarios[0]!.variants = vs;
+    const row = formatTable(result).split('\n').find((l) => l.includes('2 GPUs'))!;
+    expect(row).toMatch(/2 GPUs\s+356\.0\s+130\.0\s+0\.73x\s+n\/a\s/);
+    expect(formatTable(result)).not.toMatch(/-\d+%/);
+  });
+});
+
+describe('scenario verdicts in words (no GPU)', () => {
+  it('event timing: judged against the P6 target only where the raw timestamps resolve it; else n/a with their spread', () => {
+    // Raw timestamps that spread 20-60% run to run (a software adapter): no failing-looking percentage.
+    const coarse = timingVerdict([{ targetMs: 0.25, ratio: 1.888, rawSpread: 0.6 }, { targetMs: 1, ratio: 1.2, rawSpread: 0.2 }], true);
+    expect(coarse).toBe(
+      'elapsedTime vs raw timestamp queries on the same sleep kernels: n/a (the raw timestamps are too coarse here to judge 5%: the same kernel\'s raw duration spread 20.0% to 60.0% run to run (a software adapter)); ratios 1.888, 1.200 for 0.25 ms, 1.00 ms',
+    );
+    expect(coarse).not.toMatch(/within/);
+    // Steady timestamps: judged, a miss reads as one.
+    expect(timingVerdict([{ targetMs: 1, ratio: 1.08, rawSpread: 0.004 }, { targetMs: 4, ratio: 0.99, rawSpread: 0.002 }], false)).toBe(
+      'elapsedTime vs raw timestamp queries on the same sleep kernels: within 8.0% (P6 target 5%); ratios 1.080, 0.990 for 1.00 ms, 4.00 ms',
+    );
+    expect(timingVerdict([{ targetMs: 0.25, ratio: 1.3, rawSpread: 0.1 }, { targetMs: 4, ratio: 1.01, rawSpread: 0.01 }], false)).toMatch(
+      /: within 1\.0% \(P6 target 5%\) at 4\.00 ms; n\/a at 0\.25 ms \(the raw timestamps are too coarse here to judge 5%: the same kernel's raw duration spread 10\.0% run to run\); ratios/,
+    );
+  });
+
+  it('sleep calibration: where one iteration already runs past the target, it says so', () => {
+    expect(calibrationText({ iterations: 1, ms: 22.2, targetMs: 1, method: 'timestamps' }, 1 << 20)).toBe(
+      'sleep kernel not calibrated to its 1.00 ms target: 1 iteration over 1048576 elements, the least it can run, already takes 22.2 ms on this device (22.2x the target), by GPU timestamps',
+    );
+    expect(calibrationText({ iterations: 43, ms: 1.02, targetMs: 1, method: 'wall' }, 4096)).toBe('sleep kernel calibrated to 1.02 ms (target 1.00 ms): 43 iterations over 4096 elements, by wall time');
+  });
+
+  it("weight loading: the extra layer cost asked, in words (never '0x load')", () => {
+    expect(costText(0)).toBe('no extra layer cost (vector_add alone)');
+    expect(costText(0.5, 36)).toBe("extra layer cost 0.5x one weight's load (sleep kernel, 36 iterations)");
   });
 });
 
@@ -286,6 +345,21 @@ describe('the synthetic weights file (weights-storage scenario)', () => {
     expect((await fetch(`${origin}/weights/synthetic.safetensors?layers=0&elements=1&seed=1`)).status).toBe(400);
   }
 
+  it('the Node runners read it from a file of this process, removed when they close it', async () => {
+    const ours = () => readdirSync(tmpdir()).filter((f) => f.includes(`-weights-${spec.seed}-`));
+    expect(ours()).toEqual([]);
+    const src = await nodeWeightsStorage.open(spec, 2);
+    const got = new Uint8Array(want.length);
+    expect(await src.read(got, 0)).toBe(want.length);
+    expect(got).toEqual(want);
+    expect(ours()).toEqual([`webgpu-streams-${process.pid}-weights-${spec.seed}-${spec.layers}x${spec.elements}.safetensors`]);
+    await src.close?.();
+    expect(ours(), 'left in the temp directory').toEqual([]);
+    // The servers' copy (weightsFile) is written again on demand and goes when the process ends.
+    const path = weightsFile(spec);
+    expect(existsSync(path)).toBe(true);
+  });
+
   it(`is finite f32 of magnitude [0.5, 2) after a safetensors header (seed ${spec.seed})`, () => {
     const f = new Float32Array(weightsLayer(spec, 1).buffer);
     expect(f.every((x) => Math.abs(x) >= 0.5 && Math.abs(x) < 2)).toBe(true);
@@ -315,6 +389,8 @@ describe('the synthetic weights file (weights-storage scenario)', () => {
     } finally {
       py.kill();
       rmSync(dir, { recursive: true, force: true });
+      // serve.py keeps its copy in the temp directory under the spec's name.
+      rmSync(join(tmpdir(), `webgpu-streams-weights-${spec.seed}-${spec.layers}x${spec.elements}.safetensors`), { force: true });
     }
   });
 

@@ -6,10 +6,10 @@
  * matches nothing is a typed error naming what Dawn lists.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeContext, WebGpuUnavailableError, type Context } from '../../src/node.js';
 import { randomSeed, rng } from '../../bench/reference.js';
 import { root } from './util.js';
@@ -17,10 +17,16 @@ import { root } from './util.js';
 const SWIFTSHADER = '/usr/lib/chromium/libvk_swiftshader.so';
 
 describe('two identical GPUs through the device-select layer (SwiftShader twice)', () => {
+  // The two driver manifests, removed after the tests (the loader reads them when an instance is made).
+  let dir = '';
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
   beforeAll(() => {
     const built = spawnSync('bash', [join(root, 'tools/vk-devsel/build.sh')], { encoding: 'utf8', timeout: 120_000 });
     if (built.status !== 0) throw new Error(`tools/vk-devsel/build.sh failed:\n${built.stdout}\n${built.stderr}`);
-    const dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-icd-'));
+    dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-icd-'));
     const icds = ['a', 'b'].map((x) => {
       const path = join(dir, `swiftshader-${x}.json`);
       writeFileSync(path, JSON.stringify({ file_format_version: '1.0.0', ICD: { library_path: SWIFTSHADER, api_version: '1.0.5' } }));
