@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# A copy of ../shared/gpu/chrome/serve.py (the GPU-machine recipe), kept here so CI tests the exact
-# server that runs the page where there is no Node.js.
+# The server that runs the page on the GPU machines, where there is no Node.js (bench/README.md);
+# CI tests it here.
 """Serve a built page on localhost and take the first POST as its result (for machines without Node.js).
 
 usage: serve.py DIR PORT RESULT_FILE [TIMEOUT_S]
@@ -10,7 +10,7 @@ Also serves the synthetic weights file of the "weights from storage" scenario at
 /weights/synthetic.safetensors?layers=L&elements=N&seed=S in byte ranges, the same bytes as
 bench/weights-file.ts makes.
 """
-import hashlib, http.server, json, os, re, sys, tempfile, threading, urllib.parse
+import atexit, hashlib, http.server, json, os, re, signal, sys, tempfile, threading, urllib.parse
 
 root, port, result = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 timeout = float(sys.argv[4]) if len(sys.argv) > 4 else 300
@@ -19,6 +19,11 @@ WEIGHTS_PATH = '/weights/synthetic.safetensors'
 # Each float's top byte keeps its sign and gets exponent bits 0111111x: magnitude in [0.5, 2).
 TOP_BYTE = bytes((b & 0x80) | 0x3F for b in range(256))
 weights_lock = threading.Lock()
+# The weights files this server wrote: removed when it exits (also on SIGTERM / SIGINT).
+written = []
+atexit.register(lambda: [os.remove(p) for p in written if os.path.exists(p)])
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda n, _f: sys.exit(128 + n))
 
 
 def weights_spec(query):
@@ -43,7 +48,7 @@ def safetensors_header(layers, elements):
 
 
 def weights_file(layers, elements, seed):
-    """The file in the temp directory, written once (same spec, same bytes); its path."""
+    """The file in the temp directory, written once per server (same spec, same bytes); its path."""
     path = os.path.join(tempfile.gettempdir(), f'webgpu-streams-weights-{seed}-{layers}x{elements}.safetensors')
     with weights_lock:
         if not os.path.exists(path):
@@ -55,6 +60,7 @@ def weights_file(layers, elements, seed):
                     b[3::4] = b[3::4].translate(TOP_BYTE)
                     f.write(b)
             os.replace(part, path)
+            written.append(path)
     return path
 
 

@@ -375,10 +375,12 @@ describe('the synthetic weights file (weights-storage scenario)', () => {
     }
   });
 
-  it('serve.py (the GPU machines, no Node) serves the same bytes', async () => {
+  it('serve.py (the GPU machines, no Node) serves the same bytes, and removes its copy when it ends', async () => {
     const port = 20000 + (randomSeed() % 20000);
     const dir = mkdtempSync(join(tmpdir(), 'webgpu-streams-py-'));
+    const copy = join(tmpdir(), `webgpu-streams-weights-${spec.seed}-${spec.layers}x${spec.elements}.safetensors`);
     const py = spawn('python3', [join(import.meta.dirname, '../serve.py'), dir, String(port), join(dir, 'result.json'), '60'], { stdio: 'ignore' });
+    const ended = new Promise<number | null>((r) => py.on('exit', (code) => r(code)));
     try {
       const origin = `http://127.0.0.1:${port}`;
       for (let i = 0; i < 100; i++) {
@@ -386,12 +388,13 @@ describe('the synthetic weights file (weights-storage scenario)', () => {
         await new Promise((r) => setTimeout(r, 100));
       }
       await check(origin);
+      expect(existsSync(copy), 'serve.py keeps its copy in the temp directory while it runs').toBe(true);
     } finally {
       py.kill();
       rmSync(dir, { recursive: true, force: true });
-      // serve.py keeps its copy in the temp directory under the spec's name.
-      rmSync(join(tmpdir(), `webgpu-streams-weights-${spec.seed}-${spec.layers}x${spec.elements}.safetensors`), { force: true });
     }
+    expect(await ended).toBe(143);
+    expect(existsSync(copy), `${copy} left behind`).toBe(false);
   });
 
   it('npm run dev (vite) serves the same bytes', async () => {
