@@ -72,7 +72,7 @@ export function formatTable(result: SuiteResult): string {
 export const TABLE_FOOTER =
   'ideal: what perfect overlap would give, from the measured parts. speedup: the baseline variant\'s time / this time. ' +
   'eff.: (baseline - this) / (baseline - ideal), the share of the possible gain achieved (100%: the ideal; 0%: no gain; ' +
-  'n/a: the possible gain is within the run\'s noise). GB/s: 1e9 bytes per second (n/a: too short to time).';
+  'n/a: the possible gain is within the run\'s noise, or this took longer than the baseline: speedup below 1x). GB/s: 1e9 bytes per second (n/a: too short to time).';
 
 /** Verdicts per scenario, then the failed verifications with their first mismatch. */
 export function formatVerdicts(result: SuiteResult): string {

@@ -125,6 +125,18 @@ export function median(values: readonly number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/**
+ * How far samples spread, in their unit: half their interquartile range, or half their range below 4
+ * samples (0 below 2). One outlying sample (a host hiccup at 3x the rest) does not widen it.
+ */
+export function spread(samples: readonly number[]): number {
+  const n = samples.length;
+  if (n < 2) return 0;
+  const s = [...samples].sort((a, b) => a - b);
+  if (n < 4) return (s[n - 1]! - s[0]!) / 2;
+  return (s[Math.ceil((3 * (n - 1)) / 4)]! - s[Math.floor((n - 1) / 4)]!) / 2;
+}
+
 /** Element-wise sum of timings' samples (same repeat count), summarized: the time of parts run back to back. */
 export function sumTimings(...parts: Timing[]): Timing {
   const n = Math.min(...parts.map((p) => p.samples.length));

@@ -42,6 +42,7 @@ import {
 } from './common';
 import { balanceIterations, warmGpu } from './balance';
 import { GcLog } from '../gc';
+import { spread } from '../stats';
 import { checkPipelineOutput, LibPipeline, makePlan, RawPipeline, SyncPass, withBatch, planText, type ChunkPlan, type RunStats } from './pipeline';
 
 interface Params {
@@ -137,10 +138,37 @@ export function repeatsAt(p: Pick<Params, 'repeats' | 'moreRepeats'>, bytes: num
 /** The old target (absolute efficiency): judges a size where its bound cannot be rated. */
 export const TARGET_P1 = 0.9;
 
+/** The least share of sync that sync - ideal must exceed to rate an efficiency (the noise floor where samples agree). */
+export const P1_NOISE_FRACTION = 0.03;
+
+/**
+ * The gain overlap can give, sync - ideal (ideal = max(host alone, GPU alone), medians): the
+ * efficiency's denominator. Rated only where it stands clear of the run's noise: above
+ * P1_NOISE_FRACTION of sync and above the spread of the sync samples and of the ideal's (see
+ * stats' spread); `why` says, with the figures, why it is not.
+ */
+export function overlapGain(syncMs: readonly number[], hostMs: readonly number[], gpuMs: readonly number[]): { sync: number; ideal: number; noise: number; why?: string } {
+  const sync = median(syncMs);
+  const host = median(hostMs);
+  const gpu = median(gpuMs);
+  const ideal = Math.max(host, gpu);
+  const noise = Math.max(P1_NOISE_FRACTION * sync, spread(syncMs), spread(host >= gpu ? hostMs : gpuMs));
+  const why = gainWhy(sync, ideal, noise);
+  return { sync, ideal, noise, ...(why ? { why } : {}) };
+}
+
+/** Why sync - ideal cannot be rated (undefined where it can): not positive, or within `noise` ms. */
+export function gainWhy(sync: number, ideal: number, noise = P1_NOISE_FRACTION * sync): string | undefined {
+  const d = sync - ideal;
+  if (!(d > 0)) return `sync (${num(sync)} ms) took no longer than the ideal (${num(ideal)} ms, max of host and GPU alone): no gain from overlap to rate`;
+  if (!(d > noise)) return `sync - ideal is ${num(d)} ms, within the run's noise (${num(noise)} ms: the larger of ${Math.round(P1_NOISE_FRACTION * 100)}% of sync and the spread of the sync and ideal runs): no gain from overlap to rate beyond noise`;
+  return undefined;
+}
+
 /**
  * A size's efficiency against its in-run bound: eff / bound eff, with the reason where it cannot
- * be rated (nothing to overlap: sync - ideal within 3% of sync; or a bound that leaves no gain
- * over sync), and the rule's verdict.
+ * be rated (sync - ideal not clear of noise: `why`, else from gainWhy; or a bound that leaves no
+ * gain over sync), and the rule's verdict.
  */
 export function p1Judge(r: {
   efficiency: number;
@@ -154,11 +182,13 @@ export function p1Judge(r: {
   /** The in-run bound's time, ms (max of the host thread's path and first fills + GPU + last read-out). */
   inRunBound: number;
   gpu: number;
+  /** Why the efficiency is not rated, where it is NaN (default: gainWhy of sync and ideal). */
+  why?: string;
 }): { ofBound: number; rawOfBound: number; noBound?: string; pass: boolean; verdict: string } {
   const ofBound = rated(r.efficiency, r.inRunBoundEfficiency) ? r.efficiency / r.inRunBoundEfficiency : Number.NaN;
   const rawOfBound = rated(r.rawEfficiency, r.rawInRunBoundEfficiency) ? r.rawEfficiency / r.rawInRunBoundEfficiency : Number.NaN;
   let noBound: string | undefined;
-  if (Number.isNaN(r.efficiency)) noBound = `sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap, no efficiency to rate`;
+  if (Number.isNaN(r.efficiency)) noBound = r.why ?? gainWhy(r.sync, r.ideal) ?? 'no efficiency measured';
   else if (Number.isNaN(ofBound)) noBound = `the in-run bound (${num(r.inRunBound)} ms: host thread inside the overlapped runs ${num(r.inRunHost)} ms, GPU ${num(r.gpu)} ms) leaves no gain over sync (${num(r.sync)} ms) to rate`;
   const oldText = `eff ${effText(r.efficiency)} ${r.efficiency >= TARGET_P1 ? '>=' : '<'} ${TARGET_P1.toFixed(2)}`;
   const v = boundRule({ ofBound, fallback: { meets: r.efficiency >= TARGET_P1, text: oldText }, libOverRaw: r.libOverRaw });
@@ -189,6 +219,9 @@ interface SizeRow {
   gpu: number;
   ideal: number;
   efficiency: number;
+  /** Why `efficiency` is NaN, and `rawEfficiency` (see overlapGain), where they are. */
+  effWhy?: string;
+  rawEffWhy?: string;
   /**
    * The WebGPU calls the overlapped run makes on the host thread (enqueue + flush: encoding,
    * submits, unmaps, mapAsync; median ms). The ideal max(host, GPU) does not count them, yet they
@@ -438,13 +471,19 @@ export const overlapGroup: PerfGroup = {
           `GCs per timed run: ${gcText('ovl')}, ${gcText('raw')}; ` +
           `ovl host ms (median): waitDown ${num(statMed('waitDown'))}, waitUp ${num(statMed('waitUp'))}, fill ${num(statMed('fill'))}, read ${num(statMed('read'))}, enqueue ${num(statMed('enqueue'))}, flush ${num(statMed('flush'))}, waits ${statMed('waits')}, submits ${statMed('submits')}; ` +
           `fill + read-out in the timed runs (median ms): library ${num(median(libTimed.map((x) => x.fill)))} + ${num(median(libTimed.map((x) => x.read)))}, raw WebGPU ${num(median(rawStats.map((x) => x.fill)))} + ${num(median(rawStats.map((x) => x.read)))}`;
-        const tSync = median(samples.sync);
         const tOvl = median(samples.ovl);
         const tHost = median(samples.host);
         const tGpu = median(samples.gpu);
         const tRaw = median(samples.raw);
-        const ideal = Math.max(tHost, tGpu);
-        const effOf = (t: number): number => (tSync - ideal > 0.03 * tSync ? (tSync - t) / (tSync - ideal) : Number.NaN);
+        // The denominator sync - ideal, rated only clear of the run's noise (see overlapGain).
+        const gain = overlapGain(samples.sync, samples.host, samples.gpu);
+        const { sync: tSync, ideal, noise } = gain;
+        const effOf = (t: number): number => (gain.why ? Number.NaN : (tSync - t) / (tSync - ideal));
+        // A pipeline's own efficiency: n/a also where its runs spread as far as the gain itself.
+        const ownWhy = (what: string, own: number[]): string | undefined =>
+          gain.why ?? (spread(own) >= tSync - ideal ? `the ${what} runs spread ${num(spread(own))} ms, as much as sync - ideal (${num(tSync - ideal)} ms): no efficiency to rate beyond noise` : undefined);
+        const effWhy = ownWhy('overlapped', samples.ovl);
+        const rawEffWhy = ownWhy('raw WebGPU', samples.raw);
         // The timed runs only, as inRunHost below: the same runs, so inRunHost >= apiMs run by run and in the median.
         const apiMs = median(libTimed.map((x) => x.enqueue + x.flush));
         const bound = Math.max(tHost + apiMs, tGpu);
@@ -454,17 +493,17 @@ export const overlapGroup: PerfGroup = {
         const rawEnds = median(rawStats.map((x) => x.ends));
         // The in-run bound: the efficiency at the longer path through the run, the host thread's or
         // first fills + GPU + last read-out, rated only where it leaves a gain over sync beyond noise
-        // (3% of sync, as the efficiency itself), and never above the ideal's (1).
+        // (as the efficiency itself), and never above the ideal's (1).
         const inRunBoundMs = Math.max(inRunHost, ends + tGpu);
         const rawInRunBoundMs = Math.max(rawInRunHost, rawEnds + tGpu);
-        const boundEffOf = (ms: number): number => (tSync - ms > 0.03 * tSync ? Math.min(1, effOf(ms)) : Number.NaN);
-        const efficiency = effOf(tOvl);
-        const rawEfficiency = effOf(tRaw);
+        const boundEffOf = (ms: number): number => (tSync - ms > noise ? Math.min(1, effOf(ms)) : Number.NaN);
+        const efficiency = effWhy ? Number.NaN : effOf(tOvl);
+        const rawEfficiency = rawEffWhy ? Number.NaN : effOf(tRaw);
         const libOverRaw = pairedRatio(samples.ovl, samples.raw);
         const raw2OverRaw = pairedRatio(samples.raw2, samples.raw);
         const inRunBoundEfficiency = boundEffOf(inRunBoundMs);
         const rawInRunBoundEfficiency = boundEffOf(rawInRunBoundMs);
-        const judged = p1Judge({ efficiency, inRunBoundEfficiency, rawEfficiency, rawInRunBoundEfficiency, libOverRaw, sync: tSync, ideal, inRunHost, inRunBound: inRunBoundMs, gpu: tGpu });
+        const judged = p1Judge({ efficiency, inRunBoundEfficiency, rawEfficiency, rawInRunBoundEfficiency, libOverRaw, sync: tSync, ideal, inRunHost, inRunBound: inRunBoundMs, gpu: tGpu, ...(effWhy ? { why: effWhy } : {}) });
         rows.push({
           bytes,
           plan,
@@ -478,9 +517,11 @@ export const overlapGroup: PerfGroup = {
           gpu: tGpu,
           ideal,
           efficiency,
+          ...(effWhy ? { effWhy } : {}),
+          ...(rawEffWhy ? { rawEffWhy } : {}),
           apiMs,
           bound,
-          boundEfficiency: Math.min(1, effOf(bound)),
+          boundEfficiency: boundEffOf(bound),
           inRunHost,
           ends,
           rawEnds,
@@ -552,7 +593,7 @@ export const overlapGroup: PerfGroup = {
     const unbalanced = rows.filter((r) => r.plan.iterations === 1 && r.gpu > 2 * r.host);
     if (unbalanced.length) {
       notes.push(
-        `not balanceable at ${unbalanced.map((r) => sizeText(r.bytes)).join(', ')}: at 1 kernel iteration the GPU work is already ${unbalanced.map((r) => num(r.gpu / r.host)).join(', ')}x the host work (per-invocation cost of this device)`,
+        `not balanceable at ${unbalanced.map((r) => sizeText(r.bytes)).join(', ')}: at 1 kernel iteration the GPU work is already ${unbalanced.map((r) => `${num(r.gpu / r.host)}x the host work at ${sizeText(r.bytes)}`).join(', ')} (per-invocation cost of this device)`,
       );
     }
     const boundedRows: BoundedRow[] = rows.map((r) => ({
@@ -562,7 +603,7 @@ export const overlapGroup: PerfGroup = {
         ? `no bound: ${r.noBound}`
         : `eff ${effText(r.inRunBoundEfficiency)} at ${num(r.inRunBoundMs)} ms = max(host thread in the run ${num(r.inRunHost)}, first fills + GPU + last read-out ${num(r.ends)} + ${num(r.gpu)})`,
       ofBound: finiteOrNull(r.ofBound, 6),
-      raw: `eff ${effText(r.rawEfficiency)} (${num(r.raw)} ms; raw' / raw ${num(r.raw2OverRaw)}; ${Number.isFinite(r.rawOfBound) ? `${ratioText(r.rawOfBound)} of its own in-run bound, eff ${effText(r.rawInRunBoundEfficiency)}` : 'its own in-run bound not rated'})`,
+      raw: `eff ${r.rawEffWhy && r.rawEffWhy !== r.effWhy ? `n/a (${r.rawEffWhy})` : effText(r.rawEfficiency)} (${num(r.raw)} ms; raw' / raw ${num(r.raw2OverRaw)}; ${Number.isFinite(r.rawOfBound) ? `${ratioText(r.rawOfBound)} of its own in-run bound, eff ${effText(r.rawInRunBoundEfficiency)}` : 'its own in-run bound not rated'})`,
       libOverRaw: finiteOrNull(r.libOverRaw, 6),
       pass: r.pass,
       verdict: r.verdict,
@@ -571,14 +612,14 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (sync - ideal is ${num((100 * (r.sync - r.ideal)) / r.sync)}% of sync: nothing to overlap)` : effText(r.efficiency)} (old target >= ${TARGET_P1.toFixed(2)}; sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${effText(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)} (raw' / raw ${num(r.raw2OverRaw)}: a second raw pipeline, the floor); host-thread bound: WebGPU calls ${num(r.apiMs)} ms on the host thread, max(host + calls, GPU) = ${num(r.bound)} ms, eff <= ${effText(r.boundEfficiency)}; in-run bound, max(host thread inside the timed runs (fill + read-out + calls), first submit's fills + GPU + last read-out): library max(${num(r.inRunHost)}, ${num(r.ends)} + ${num(r.gpu)}) ms, eff <= ${effText(r.inRunBoundEfficiency)}, raw WebGPU max(${num(r.rawInRunHost)}, ${num(r.rawEnds)} + ${num(r.gpu)}) ms, eff <= ${effText(r.rawInRunBoundEfficiency)})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (${r.effWhy ?? 'not measured'})` : effText(r.efficiency)} (old target >= ${TARGET_P1.toFixed(2)}; sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${effText(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)} (raw' / raw ${num(r.raw2OverRaw)}: a second raw pipeline, the floor); host-thread bound: WebGPU calls ${num(r.apiMs)} ms on the host thread, max(host + calls, GPU) = ${num(r.bound)} ms, eff <= ${boundText(r, r.boundEfficiency)}; in-run bound, max(host thread inside the timed runs (fill + read-out + calls), first submit's fills + GPU + last read-out): library max(${num(r.inRunHost)}, ${num(r.ends)} + ${num(r.gpu)}) ms, eff <= ${boundText(r, r.inRunBoundEfficiency)}, raw WebGPU max(${num(r.rawInRunHost)}, ${num(r.rawEnds)} + ${num(r.gpu)}) ms, eff <= ${boundText(r, r.rawInRunBoundEfficiency)})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
       id: 'P1',
       name: 'chunked pipeline overlap efficiency / its in-run bound (worst size)',
       value: worst,
-      unit: anyBound ? 'of bound' : 'eff (no bound)',
+      unit: anyBound ? 'of bound' : Number.isNaN(worst) ? 'eff (not rated: each size says why)' : 'eff (no bound)',
       target: anyBound ? `>= ${BOUND_FRACTION.toFixed(2)} of bound, <= ${RAW_SLACK.toFixed(2)}x raw` : `>= ${TARGET_P1.toFixed(2)} eff (no bound), <= ${RAW_SLACK.toFixed(2)}x raw`,
       meets: rows.length > 0 && rows.every((r) => r.pass),
       detail,
@@ -641,11 +682,27 @@ function effText(e: number): string {
   return Number.isNaN(e) ? 'n/a' : e < -1 ? '< -1 (slower than sync)' : e < 0 ? `${num(e)} (slower than sync)` : num(e);
 }
 
+/** A bound's efficiency; where n/a and the efficiency is rated, the bound left no gain over sync beyond noise. */
+function boundText(r: Pick<SizeRow, 'effWhy'>, e: number): string {
+  return Number.isNaN(e) && !r.effWhy ? 'n/a (no gain over sync beyond noise)' : effText(e);
+}
+
+/** A table cell: the figure rounded, or 'n/a' where it could not be rated (the table's verdict says why). */
+function cell(x: number): number | string {
+  return Number.isFinite(x) ? round(x, 3) : 'n/a';
+}
+
+/** Time vs size from a log-log slope; a negative one (times fell as size grew) is noise, not a growth rate. */
+export function growthText(s: number): string {
+  if (Number.isNaN(s)) return 'n/a (fewer than two sizes)';
+  if (s < 0) return 'n/a (times fell as size grew: noise)';
+  return s > 1.1 ? `superlinear (slope ${num(s)})` : s < 0.9 ? `sublinear (slope ${num(s)}: fixed costs dominate the small sizes)` : `linear (slope ${num(s)})`;
+}
+
 function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTable {
   const xs = rows.map((r) => r.bytes);
   const sOvl = slope(xs, rows.map((r) => r.ovl));
   const sSync = slope(xs, rows.map((r) => r.sync));
-  const linear = (s: number): string => (Number.isNaN(s) ? 'n/a' : s > 1.1 ? `superlinear (slope ${num(s)})` : s < 0.9 ? `sublinear (slope ${num(s)}: fixed costs dominate the small sizes)` : `linear (slope ${num(s)})`);
   const perGiB = (ms: number, b: number): number => round((ms * (1024 * MiB)) / b, 2);
   return {
     id: 'growth-size',
@@ -660,24 +717,26 @@ function sizeTable(rows: SizeRow[], verified: boolean, notes: string[]): PerfTab
       round(r.host, 3),
       round(r.gpu, 3),
       round(r.ideal, 3),
-      round(r.efficiency, 3),
+      cell(r.efficiency),
       round(r.apiMs, 3),
-      round(r.boundEfficiency, 3),
+      cell(r.boundEfficiency),
       round(r.inRunHost, 3),
       round(r.ends, 3),
       round(r.inRunBoundMs, 3),
-      round(r.inRunBoundEfficiency, 3),
-      round(r.ofBound, 3),
+      cell(r.inRunBoundEfficiency),
+      cell(r.ofBound),
       round(r.speedup, 3),
       round(r.raw, 3),
-      round(r.rawEfficiency, 3),
+      cell(r.rawEfficiency),
       round(r.libOverRaw, 3),
       round(r.raw2OverRaw, 3),
       perGiB(r.sync, r.bytes),
       perGiB(r.ovl, r.bytes),
     ]),
     verdict:
-      `time vs size (log-log fit): overlapped ${linear(sOvl)}, sync ${linear(sSync)}; host-thread bound eff = efficiency at max(host + WebGPU calls, GPU), the calls (enqueue + flush) sharing the thread with the host work; in-run bound eff = efficiency at the longer of two paths through the timed overlapped runs: the host thread's fill + read-out + calls (host copies run slower while the GPU works than alone), and ends (the first submit's fills + the last chunk's read-out, which nothing overlaps) + GPU; a run near it lost nothing to scheduling; eff / in-run bound is P1 (>= ${BOUND_FRACTION.toFixed(2)} at every size, with library / raw <= ${RAW_SLACK.toFixed(2)})` +
+      `time vs size (log-log fit): overlapped ${growthText(sOvl)}, sync ${growthText(sSync)}; ` +
+      rows.filter((r) => r.effWhy || r.rawEffWhy).map((r) => `efficiency n/a at ${sizeText(r.bytes)}: ${r.effWhy ?? `raw WebGPU: ${r.rawEffWhy}`}; `).join('') +
+      `host-thread bound eff = efficiency at max(host + WebGPU calls, GPU), the calls (enqueue + flush) sharing the thread with the host work; in-run bound eff = efficiency at the longer of two paths through the timed overlapped runs: the host thread's fill + read-out + calls (host copies run slower while the GPU works than alone), and ends (the first submit's fills + the last chunk's read-out, which nothing overlaps) + GPU; a run near it lost nothing to scheduling; n/a: not rated (an efficiency: for the reason given above; a bound: it left no gain over sync beyond noise); eff / in-run bound is P1 (>= ${BOUND_FRACTION.toFixed(2)} at every size, with library / raw <= ${RAW_SLACK.toFixed(2)})` +
       (notes.length ? `; ${notes.join('; ')}` : ''),
     verified,
   };

@@ -3,11 +3,11 @@
  * stream's work, sampled verification against the CPU references, trace capture and number
  * formatting. No DOM, no Node imports: the page, headless Chromium and Node/Dawn all run this.
  */
-import type { Progress, ScenarioResult, Span, Timing, Variant } from '../schema';
+import type { Progress, ScenarioResult, Span, Variant } from '../schema';
 import type { Context, Stream, DeviceBuffer, GpuEvent, RandomAccessSource } from 'webgpu-streams';
 import type { WeightsSpec } from '../weights-spec';
 import { WORKGROUP_SIZE, dispatchSize, type Tolerance } from '../reference';
-import { median } from '../stats';
+import { median, spread } from '../stats';
 import { isSoftwareAdapter } from '../device';
 
 /** Options every scenario takes. */
@@ -108,21 +108,13 @@ export function round(x: number, digits = 4): number {
   return Math.round(x * p) / p;
 }
 
-/** How far a variant's samples spread (half their interquartile range; half their range below 4 samples), ms: the run's noise for that variant. */
-function spread(t: Timing): number {
-  const n = t.samples.length;
-  if (n < 2) return 0;
-  if (n < 4) return (t.max - t.min) / 2;
-  // Half the interquartile range: one host hiccup (a sample at 3x the rest) must not hide the figure.
-  const s = [...t.samples].sort((a, b) => a - b);
-  return (s[Math.ceil((3 * (n - 1)) / 4)]! - s[Math.floor((n - 1) / 4)]!) / 2;
-}
-
 /**
  * Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). Efficiency,
  * (t_base - t) / (t_base - t_ideal), is left out (shown as n/a) where the possible gain t_base -
- * t_ideal is within the run's noise (5% of t_base, or half the interquartile range of either
- * variant's samples): a ratio over noise reads as -970%. Speedup is left out where a median is not positive.
+ * t_ideal is within the run's noise (5% of t_base, or the spread of either variant's samples: see
+ * stats' spread): a ratio over noise reads as -970%; and where the variant took longer than its
+ * baseline: no share of the gain to rate (its speedup, below 1x, says by how much). Speedup is left
+ * out where a median is not positive.
  */
 export function compare(variants: Variant[]): Variant[] {
   for (const v of variants) {
@@ -133,8 +125,8 @@ export function compare(variants: Variant[]): Variant[] {
     const t = v.time.median;
     if (tb > 0 && t > 0 && Number.isFinite(tb) && Number.isFinite(t)) v.speedup = round(tb / t);
     const ideal = v.ideal;
-    const noise = Math.max(0.05 * tb, spread(base.time), spread(v.time));
-    if (ideal !== null && v.speedup !== undefined && tb - ideal > noise) v.efficiency = round((tb - t) / (tb - ideal));
+    const noise = Math.max(0.05 * tb, spread(base.time.samples), spread(v.time.samples));
+    if (ideal !== null && v.speedup !== undefined && tb - ideal > noise && t <= tb) v.efficiency = round((tb - t) / (tb - ideal));
   }
   return variants;
 }

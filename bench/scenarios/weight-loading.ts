@@ -22,6 +22,7 @@ import {
   compare,
   grid,
   ms,
+  times,
   round,
   verification,
   resolveParams,
@@ -53,6 +54,12 @@ const list = (s: string): number[] =>
     .split(',')
     .map((x) => Number(x.trim()))
     .filter((x) => Number.isFinite(x) && x >= 0);
+
+/** The extra per-layer cost asked, in words: none, or a multiple of one weight's load (and the sleep kernel's iterations that make it). */
+export function costText(cost: number, iterations?: number): string {
+  if (cost === 0) return 'no extra layer cost (vector_add alone)';
+  return `extra layer cost ${cost}x one weight's load${iterations ? ` (sleep kernel, ${iterations} iterations)` : ''}`;
+}
 
 export const weightLoading: Scenario<WeightLoadingParams> = {
   id: 'weight-loading',
@@ -191,7 +198,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
       const points = layerCounts.length * costs.length;
       for (const L of layerCounts) {
         for (const cost of costs) {
-          progress(`weight-loading: L=${L}, layer cost ${cost}x load`, 0.1 + (0.9 * point++) / points);
+          progress(`weight-loading: L=${L}, ${costText(cost)}`, 0.1 + (0.9 * point++) / points);
           const extraIt = cal && cost > 0 ? Math.max(1, Math.round(cost * loadPerWeight * cal.perMs)) : 0;
           const tag = `L=${L}, cost ${cost}x`;
           const keepTrace = L === layerCounts[0] && cost === traceCost;
@@ -263,7 +270,7 @@ export const weightLoading: Scenario<WeightLoadingParams> = {
           const hidden = ratio <= 1.1;
           const computeOverLoad = computeTotal / loadTotal;
           verdicts.push(
-            `L=${L}, layer cost ${cost}x load (measured compute ${computeOverLoad.toFixed(2)}x load): 2 slots ${ms(slots.time.median)} vs load-then-compute ${ms(serial.time.median)} and resident ${ms(resident.time.median)}; ` +
+            `L=${L}, ${costText(cost, extraIt)}; measured compute ${times(computeOverLoad)} the load: 2 slots ${ms(slots.time.median)} vs load-then-compute ${ms(serial.time.median)} and resident ${ms(resident.time.median)}; ` +
               `${ratio.toFixed(2)}x of max(load ${ms(loadTotal)}, compute ${ms(computeTotal)})` +
               (computeTotal >= loadTotal ? ` (P4 target <= 1.10)` : '') +
               `: loading ${hidden ? 'hides behind compute' : computeTotal >= loadTotal ? 'does not fully hide' : 'is the bottleneck (compute shorter than load)'}; ` +

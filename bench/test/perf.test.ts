@@ -16,7 +16,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatBounded, formatMetricLine, formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfMetric, type PerfResult } from '../perf';
 import { BOUND_FRACTION, RAW_SLACK, boundRule, ratioText } from '../perf/common';
-import { p1Judge, repeatsAt, TARGET_P1 } from '../perf/p1-overlap';
+import { growthText, overlapGain, p1Judge, repeatsAt, TARGET_P1 } from '../perf/p1-overlap';
+import { underCopiesText } from '../perf/p7-storage';
 import { uploadBound } from '../perf/p2-p3-transfer';
 import { oneQueueBound } from '../perf/p4-weights';
 import { oneQueueBoundMs } from '../scenarios/common';
@@ -112,13 +113,47 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     expect(p1Judge({ ...base, efficiency: 0.499, inRunBoundEfficiency: 0.546 })).toMatchObject({ pass: false, verdict: 'FALL SHORT: 0.914 of bound < 0.95' });
     // Nothing to overlap: no efficiency, no bound, the old target (which n/a cannot meet).
     const n = p1Judge({ ...base, efficiency: Number.NaN, inRunBoundEfficiency: Number.NaN, sync: 10, ideal: 9.9 });
-    expect(n.noBound).toMatch(/nothing to overlap/);
+    expect(n.noBound).toMatch(/sync - ideal is 0\.100 ms, within the run's noise \(0\.300 ms: .*\): no gain from overlap to rate beyond noise/);
     expect(n).toMatchObject({ pass: false, verdict: `FALL SHORT: no bound, so judged by the old target: eff n/a < ${TARGET_P1.toFixed(2)}` });
     // A bound that leaves no gain over sync: the old target judges the efficiency.
     const g = p1Judge({ ...base, efficiency: 0.92, inRunBoundEfficiency: Number.NaN });
     expect(g.noBound).toMatch(/leaves no gain over sync/);
     expect(g.pass).toBe(true);
     expect(g.verdict).toContain('judged by the old target: eff 0.920 >= 0.90');
+  });
+
+  it('P1 rates an efficiency only where sync - ideal stands clear of the run\'s noise, and says why not in words', () => {
+    // Sync samples 10 and 14 ms against an ideal of 11.5: sync - ideal 0.5 ms, above 3% of sync but
+    // within the samples' spread (2 ms). A ratio over it read -6.53 (overlapped 15.3 ms).
+    const noisy = overlapGain([10, 14], [0.1, 0.1], [11.4, 11.6]);
+    expect(noisy).toMatchObject({ sync: 12, ideal: 11.5, noise: 2 });
+    expect(noisy.why).toBe("sync - ideal is 0.500 ms, within the run's noise (2.00 ms: the larger of 3% of sync and the spread of the sync and ideal runs): no gain from overlap to rate beyond noise");
+    // Sync faster than the ideal: no gain to rate, and no negative share of sync printed.
+    const below = overlapGain([18.4, 18.6], [0.25, 0.26], [25.6, 25.8]);
+    expect(below.why).toBe('sync (18.5 ms) took no longer than the ideal (25.7 ms, max of host and GPU alone): no gain from overlap to rate');
+    const j = p1Judge({ efficiency: Number.NaN, inRunBoundEfficiency: Number.NaN, rawEfficiency: Number.NaN, rawInRunBoundEfficiency: Number.NaN, libOverRaw: 1, sync: 18.5, ideal: 25.7, inRunHost: 2, inRunBound: 25.7, gpu: 25.7, why: below.why! });
+    expect(j.noBound).toBe(below.why);
+    expect(j.pass).toBe(false);
+    expect(`${j.noBound} ${j.verdict}`).not.toMatch(/-\d|%/);
+    // Samples that agree, a gain of half of sync: rated.
+    const clear = overlapGain([6, 6.1, 5.9, 6, 6.2], [1, 1, 1, 1, 1], [3.2, 3.1, 3.3, 3.2, 3.2]);
+    expect(clear.why).toBeUndefined();
+    expect(clear.ideal).toBe(3.2);
+  });
+
+  it('P1\'s growth verdict: a negative slope (times fell as size grew) is noise, not a growth rate', () => {
+    expect(growthText(-0.543)).toBe('n/a (times fell as size grew: noise)');
+    expect(growthText(0.677)).toBe('sublinear (slope 0.677: fixed costs dominate the small sizes)');
+    expect(growthText(1.02)).toBe('linear (slope 1.02)');
+    expect(growthText(1.69)).toBe('superlinear (slope 1.69)');
+    expect(growthText(Number.NaN)).toBe('n/a (fewer than two sizes)');
+  });
+
+  it("P7's reads under copies: the copies' rate with its unit, or n/a where no copy ran while reading", () => {
+    expect(underCopiesText(0, 5.2, 1.01, 0, 2)).toBe('n/a (no copies timed: the reads ended before the first copy fell due, in all 2 rounds)');
+    expect(underCopiesText(Number.NaN, Number.NaN, Number.NaN, 0, 7)).not.toMatch(/\b0\.0 GB\/s|NaN/);
+    expect(underCopiesText(3.38, 2.21, 0.468, 2, 2)).toBe('copied 3.38 GB/s, read 2.21 GB/s = 0.468 of reads alone (paired by round)');
+    expect(underCopiesText(0.0042, 2.21, 0.468, 1, 2)).toBe('copied 0.0042 GB/s, read 2.21 GB/s = 0.468 of reads alone (paired by round, 1 of 2 rounds: the others\' reads ended before the first copy fell due)');
   });
 
   it('P1 takes more rounds at the small sizes, where a run takes milliseconds', () => {
@@ -296,8 +331,13 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     const f1 = result.metrics.find((m) => m.id === 'P1')!.figures;
     for (const k of ['256KiB', '1MiB']) expect(f1[`${k}.raw2OverRawPaired`] as number, k).toBeGreaterThan(0);
     expect(text).not.toMatch(/\bNaN\b|\bInfinity\b/);
+    // Every figure readable: no share of sync below zero, no rate printed as zero, a unit on each ratio to the host work.
+    expect(text).not.toMatch(/-\d+(\.\d+)?% of sync/);
+    expect(text).not.toMatch(/\b0\.0 GB\/s/);
+    expect(text).not.toMatch(/slope -/);
+    for (const m of text.matchAll(/the GPU work is already ([^(]*)\(/g)) expect(m[1], m[0]).toMatch(/^([\d.]+x the host work at [\d.]+ [KMG]iB(, )?)+ $/);
     // The metric lines print the ratio to the bound (or n/a), never NaN.
-    expect(text).toMatch(/^P1 +(n\/a|< -1|-?\d+\.\d+) (of bound( \(slower than sync\))? +target >= 0\.95 of bound|eff \(no bound\)( \(slower than sync\))? +target >= 0\.90 eff \(no bound\)), <= 1\.02x raw/m);
+    expect(text).toMatch(/^P1 +(n\/a|< -1|-?\d+\.\d+) (of bound( \(slower than sync\))? +target >= 0\.95 of bound|eff \((no bound|not rated: each size says why)\)( \(slower than sync\))? +target >= 0\.90 eff \(no bound\)), <= 1\.02x raw/m);
     if (ctx!.features.timestampQuery) {
       // SwiftShader has timestamps: P2 and P4 measured their bounds.
       const p2 = result.metrics.find((m) => m.id === 'P2')!;

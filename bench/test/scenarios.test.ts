@@ -16,6 +16,7 @@ import { deviceReport, isSoftwareAdapter } from '../device';
 import { measure, measureInterleaved, median, timing, type RunInfo } from '../stats';
 import { chunkedPipeline } from '../scenarios/chunked-pipeline';
 import { overlapProbe } from '../scenarios/overlap-probe';
+import { ms } from '../scenarios/common';
 import { priorities } from '../scenarios/priorities';
 import { sleepStreams } from '../scenarios/sleep-streams';
 import { weightLoading } from '../scenarios/weight-loading';
@@ -201,6 +202,12 @@ withDevice('scenarios (quick, Dawn)', () => {
     for (const word of ['concurrent kernels', 'copy/compute overlap', 'host work overlaps GPU work', 'P2', 'P3', 'P5']) {
       expect(r.verdicts.join('\n')).toContain(word);
     }
+    // One round trip: the table's row is what the concurrent-kernels probe subtracts, and its verdict names the rows it used.
+    const rt = r.variants.find((v) => v.name === 'round trip (4-byte copy)')!.time.median;
+    expect(r.params.roundTripMs).toBe(Math.round(rt * 1e4) / 1e4);
+    const one = r.variants.find((v) => v.name === '1 dispatch')!.time.median;
+    const kernels = r.verdicts.find((v) => v.startsWith('concurrent kernels: '))!;
+    expect(kernels).toContain(`one alone ${ms(one)} (the table's rows); the round trip ${ms(rt)} (its row)`);
   });
 
   it('chunked-pipeline: sync and N = 1, 2, 4, 8 streams all match the reference', async () => {
