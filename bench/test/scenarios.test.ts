@@ -15,7 +15,7 @@ import { scenarios, runSuite } from '../suite';
 import { deviceReport, isSoftwareAdapter } from '../device';
 import { measure, measureInterleaved, median, timing, type RunInfo } from '../stats';
 import { chunkedPipeline } from '../scenarios/chunked-pipeline';
-import { overlapProbe } from '../scenarios/overlap-probe';
+import { dispatchOverlap, overlapProbe } from '../scenarios/overlap-probe';
 import { ms } from '../scenarios/common';
 import { priorities } from '../scenarios/priorities';
 import { sleepStreams } from '../scenarios/sleep-streams';
@@ -208,6 +208,22 @@ withDevice('scenarios (quick, Dawn)', () => {
     const one = r.variants.find((v) => v.name === '1 dispatch')!.time.median;
     const kernels = r.verdicts.find((v) => v.startsWith('concurrent kernels: '))!;
     expect(kernels).toContain(`one alone ${ms(one)} (the table's rows); the round trip ${ms(rt)} (its row)`);
+    // With timestamps, the GPU's clock decides (SwiftShader's queue runs one dispatch at a time).
+    if (ctx!.features.timestampQuery) expect(kernels).toMatch(/^concurrent kernels: no \(GPU timestamps of the recorded \d+-stream run: .* one after another;/);
+  });
+
+  it('overlap-probe: dispatchOverlap measures the GPU time dispatches ran side by side', () => {
+    const k = (lane: string, start: number, end: number, estimated = false): Span => ({ lane, kind: 'kernel', name: 'sleep', start, end, ...(estimated ? { estimated } : {}) });
+    const lanes = ['d0', 'd1', 'd2'];
+    // One after another: no overlap.
+    expect(dispatchOverlap([k('d0', 0, 1), k('d1', 1, 2), k('d2', 2.5, 3.5)], lanes)).toEqual({ sum: 3, union: 3, overlap: 0, fraction: 0 });
+    // All at once: all the overlap there could be.
+    expect(dispatchOverlap([k('d0', 0, 1), k('d1', 0, 1), k('d2', 0, 1)], lanes)).toEqual({ sum: 3, union: 1, overlap: 2, fraction: 1 });
+    // The last span of each lane counts (earlier runs of the same lanes are ignored).
+    expect(dispatchOverlap([k('d0', 0, 1), k('d1', 0, 1), k('d2', 0, 1), k('d0', 5, 6), k('d1', 5.5, 6.5), k('d2', 7, 8)], lanes)!.overlap).toBeCloseTo(0.5, 9);
+    // Estimated spans (no timestamps) or a missing lane: null, the wall clock decides.
+    expect(dispatchOverlap([k('d0', 0, 1, true), k('d1', 1, 2, true), k('d2', 2, 3, true)], lanes)).toBeNull();
+    expect(dispatchOverlap([k('d0', 0, 1), k('d1', 1, 2)], lanes)).toBeNull();
   });
 
   it('chunked-pipeline: sync and N = 1, 2, 4, 8 streams all match the reference', async () => {
