@@ -73,9 +73,9 @@ export interface ContextOptions {
    * `cudaMemcpyAsync`). The pieces are ops of the stream, in order; the call returns the last
    * one's id. A multiple of 4, at least 4096; 0 sends every upload whole.
    *
-   * Off by default: it pays where the GPU's copy out of staging is slow next to the host's copy
-   * into it, and loses where the host fills several smaller staging buffers more slowly than one
-   * big one (measurements: docs/PERFORMANCE.md, "Pageable uploads"). @default 0
+   * It pays where the GPU's copy out of staging is slow next to the host's copy into it, and loses where
+   * the host fills smaller staging buffers more slowly than one big one (docs/PERFORMANCE.md, "Pageable
+   * uploads"). @default 0; in Node, 32 MiB when glibc's memcpy goes non-temporal from 32 MiB or less
    */
   uploadPieceBytes?: number;
   /**
@@ -180,6 +180,8 @@ export class Context {
   readonly adapterInfo: AdapterInfo;
   readonly features: { readonly timestampQuery: boolean };
   readonly limits: GPUSupportedLimits;
+  /** Pageable uploads above this many bytes go in pieces (0: whole): the `uploadPieceBytes` it was made with. */
+  readonly uploadPieceBytes: number;
   readonly memory = new MemoryStats();
   readonly priorityRange = PRIORITY_RANGE;
   /** Trace spans, when the context was created with `trace`. */
@@ -205,8 +207,8 @@ export class Context {
   constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
     const site = { op: 'createContext' };
     const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit, sanitize } = parseOptions(options, site);
-    const label = options.label ?? `ctx#${++contexts}`;
-    this.label = label;
+    const label = (this.label = options.label ?? `ctx#${++contexts}`);
+    this.uploadPieceBytes = uploadPieceBytes;
     this.device = device;
     this.queue = device.queue;
     this.adapterInfo = info;

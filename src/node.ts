@@ -41,6 +41,7 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
   if (o.installGlobals !== undefined) expectBoolean('installGlobals', o.installGlobals, site);
   if (o.adapter !== undefined) expectString('adapter', o.adapter, site);
   const { dawnToggles = ['disable-dawn-features=timestamp_quantization'], installGlobals = true, adapter, ...rest } = o as NodeContextOptions;
+  if (rest.uploadPieceBytes === undefined && piecesPay()) rest.uploadPieceBytes = PIECE_BYTES;
   if (!installGlobals && rest.device) return createContext(rest);
   const { create, globals } = await loadDawn(site);
   if (installGlobals) {
@@ -58,6 +59,20 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
     if (e instanceof StreamError) throw e;
     throw new WebGpuUnavailableError(`no adapter named '${adapter}' (a part of the name): ${String((e as Error | null)?.message ?? e).replace(/\s+/g, ' ').trim()}`, { ...site, cause: e });
   });
+}
+
+/** Pageable uploads' pieces where they pay (see piecesPay). */
+const PIECE_BYTES = 32 << 20;
+
+/**
+ * Do pageable uploads go faster in pieces here? Where glibc's memcpy goes non-temporal at or below a
+ * piece's size (GLIBC_TUNABLES' glibc.cpu.x86_non_temporal_threshold, as docs/PERFORMANCE.md advises),
+ * a piece copies as fast as a whole upload, and the GPU copies one piece out while the next goes in.
+ */
+function piecesPay(tunables = process.env['GLIBC_TUNABLES']): boolean {
+  const m = /(?:^|:)glibc\.cpu\.x86_non_temporal_threshold=(0x[0-9a-f]+|\d+)(?::|$)/i.exec(tunables ?? '');
+  const threshold = m ? Number(m[1]) : Number.NaN;
+  return threshold > 0 && threshold <= PIECE_BYTES;
 }
 
 /** Dawn's `webgpu` package, imported on first use; a missing one says what to install. */

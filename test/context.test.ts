@@ -115,6 +115,27 @@ describe('labels and options', () => {
     await expect(createNodeContext(options as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'createNodeContext', message: expect.stringMatching(message) });
   });
 
+  it.each([
+    ['glibc memcpy non-temporal from 1 MiB', 'glibc.cpu.x86_non_temporal_threshold=0x100000', undefined, 32 << 20],
+    ['among other tunables, in decimal', 'glibc.malloc.check=0:glibc.cpu.x86_non_temporal_threshold=1048576', undefined, 32 << 20],
+    ['from 151 MiB (above a piece)', 'glibc.cpu.x86_non_temporal_threshold=0x9700000', undefined, 0],
+    ['another tunable only', 'glibc.malloc.check=0', undefined, 0],
+    ['GLIBC_TUNABLES unset', undefined, undefined, 0],
+    ['the option given', 'glibc.cpu.x86_non_temporal_threshold=0x100000', 0, 0],
+  ])('createNodeContext defaults uploadPieceBytes by where pieces pay: %s', async (_name, tunables, given, want) => {
+    const before = process.env['GLIBC_TUNABLES'];
+    if (tunables === undefined) delete process.env['GLIBC_TUNABLES'];
+    else process.env['GLIBC_TUNABLES'] = tunables;
+    try {
+      const c = await createNodeContext({ label: 'pieces', ...(given === undefined ? {} : { uploadPieceBytes: given }) });
+      expect(c.uploadPieceBytes).toBe(want);
+      c.destroy();
+    } finally {
+      if (before === undefined) delete process.env['GLIBC_TUNABLES'];
+      else process.env['GLIBC_TUNABLES'] = before;
+    }
+  });
+
   it('lists only the options a user may pass (not the internal keepAlive)', async () => {
     for (const make of [() => createContext({ lable: 'x' } as never), () => createNodeContext({ lable: 'x' } as never)]) {
       const e = await make().then(() => null, (x: unknown) => x as Error);
