@@ -237,6 +237,24 @@ export function withRunnerEnv(threads = 16): Promise<number | null> {
 }
 
 /**
+ * A Node runner's entry: runs again with the runners' environment where it must (withRunnerEnv),
+ * else `main`, then exits with its code (Dawn's instance may keep the event loop alive); a throw
+ * prints `<name>: FAILED` and exits 1.
+ */
+export function runRunner(name: string, main: (argv: string[]) => Promise<number>): void {
+  void withRunnerEnv().then((again) => {
+    if (again !== null) process.exit(again);
+    return main(process.argv.slice(2)).then(
+      (code) => process.exit(code),
+      (e: unknown) => {
+        console.error(`\n${name}: FAILED:`, e);
+        process.exit(1);
+      },
+    );
+  });
+}
+
+/**
  * What large host copies use here, for the report: the glibc version and the size from which its
  * memcpy writes non-temporally, as `ld.so --list-tunables` (glibc 2.33 and later) reads this
  * environment. Undefined off glibc.

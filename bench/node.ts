@@ -14,7 +14,7 @@ import { createNodeContext } from 'webgpu-streams/node';
 import { chooseVulkanDriver } from './vulkan';
 import { deviceReport } from './device';
 import { describeDevice, formatReport, isSoftwareDevice, runPassed, validateSuiteResult, SOFTWARE_WARNING } from './report';
-import { gitCommit, hostCopyNote, parseCliArgs, usage, withRunnerEnv, writeResultFiles, type CliOptions } from './cli';
+import { gitCommit, hostCopyNote, parseCliArgs, runRunner, usage, writeResultFiles, type CliOptions } from './cli';
 import type { SuiteResult } from './schema';
 import { runSuite } from './suite';
 import { nodeWeightsStorage } from './weights-file';
@@ -95,14 +95,4 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 // weights-storage reads its file 16 at a time, host copies are of a few MiB: run again with the environment for them.
-void withRunnerEnv().then((again) => {
-  if (again !== null) process.exit(again);
-  return main(process.argv.slice(2)).then(
-    // Exit explicitly: Dawn's instance may keep the event loop alive.
-    (code) => process.exit(code),
-    (e: unknown) => {
-      console.error('\nbench:node: FAILED:', e);
-      process.exit(1);
-    },
-  );
-});
+runRunner('bench:node', main);

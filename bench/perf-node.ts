@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
-import { hostCopyNote, withRunnerEnv } from './cli';
+import { hostCopyNote, runRunner } from './cli';
 import { forgetAtExit, removeAtExit } from './weights-file';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
@@ -232,15 +232,5 @@ const isEntry = (() => {
 })();
 // P7 reads its file 16 at a time, host copies are of a few MiB: run again with the environment for them.
 if (isEntry) {
-  void withRunnerEnv().then((again) => {
-    if (again !== null) process.exit(again);
-    return main(process.argv.slice(2)).then(
-      // Exit explicitly: Dawn's instance may keep the event loop alive.
-      (code) => process.exit(code),
-      (e: unknown) => {
-        console.error('\nbench:perf: FAILED:', e);
-        process.exit(1);
-      },
-    );
-  });
+  runRunner('bench:perf', main);
 }

@@ -40,7 +40,7 @@ import { workgroupsFor, type Context, type ContextOptions, type DeviceBuffer, ty
 import { createNodeContext } from 'webgpu-streams/node';
 import { firstMismatch, randomSeed, rng, vectorAddRef } from './reference';
 import { chooseVulkanDriver } from './vulkan';
-import { withRunnerEnv } from './cli';
+import { runRunner } from './cli';
 import { benchKernels } from './kernels/index';
 
 const KiB = 1024;
@@ -714,15 +714,5 @@ export async function main(argv: string[]): Promise<number> {
 const isEntry = /(?:^|[\\/])soak\.(?:mjs|ts)$/.test(process.argv[1] ?? '');
 // As bench:node: run again with the runners' environment (a runtime directory for the Vulkan loader among it); --expose-gc goes along.
 if (isEntry) {
-  void withRunnerEnv().then((again) => {
-    if (again !== null) process.exit(again);
-    return main(process.argv.slice(2)).then(
-      // Exit explicitly: Dawn's instance may keep the event loop alive.
-      (code) => process.exit(code),
-      (e: unknown) => {
-        console.error('\nsoak: FAILED:', e);
-        process.exit(1);
-      },
-    );
-  });
+  runRunner('soak', main);
 }
