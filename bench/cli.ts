@@ -7,10 +7,10 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { constants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { resultStem, toChromeTrace } from './report';
+import { EXIT_SIGNALS, signalStatus } from './exit-signals';
 import { runtimeDir } from './runtime-dir';
 import type { SuiteResult } from './schema';
 import { scenarioIds } from './suite';
@@ -186,9 +186,6 @@ function glibcVersion(): string | undefined {
   return report?.header?.glibcVersionRuntime;
 }
 
-/** The signals a runner passes on to the Node it started again (bench/weights-file.ts removes scratch files on them). */
-const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-
 /**
  * Runs this process again with the environment the Node runners want, where it is not set, and
  * resolves to the child's exit status (null: it is set, go on):
@@ -223,16 +220,16 @@ export function withRunnerEnv(threads = 16): Promise<number | null> {
   return new Promise((done) => {
     const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
     const forward = (signal: NodeJS.Signals): void => void child.kill(signal);
-    for (const s of FORWARDED) process.on(s, forward);
+    for (const s of EXIT_SIGNALS) process.on(s, forward);
     const end = (status: number): void => {
-      for (const s of FORWARDED) process.off(s, forward);
+      for (const s of EXIT_SIGNALS) process.off(s, forward);
       done(status);
     };
     child.on('error', (e) => {
       console.error(`${process.argv[1] ?? 'node'}: could not start Node again: ${e.message}`);
       end(1);
     });
-    child.on('exit', (code, signal) => end(code ?? (signal ? 128 + (constants.signals[signal] ?? 0) : 1)));
+    child.on('exit', (code, signal) => end(code ?? (signal ? signalStatus(signal) : 1)));
   });
 }
 

@@ -16,13 +16,13 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { open, rm } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
 import { hostCopyNote, runRunner } from './cli';
-import { forgetAtExit, removeAtExit } from './weights-file';
+import { removeAtExit, removeScratch } from './weights-file';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
 
@@ -42,10 +42,7 @@ export function nodeFileProbe(): FileProbe {
     },
     open: (path, parallel) => openFile(path, { parallel }),
     readThreads: Number(process.env.UV_THREADPOOL_SIZE) || 4,
-    remove: async (path) => {
-      await rm(path, { force: true });
-      forgetAtExit(path);
-    },
+    remove: removeScratch,
     memory: () => {
       const m = process.memoryUsage();
       return { heap: m.heapUsed, external: m.external };

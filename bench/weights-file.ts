@@ -13,10 +13,11 @@
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { constants, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { safetensorsHeader } from 'webgpu-streams';
 import { openFile } from 'webgpu-streams/node';
+import { EXIT_SIGNALS, signalStatus } from './exit-signals';
 import type { WeightsStorage } from './scenarios/common';
 import type { WeightsSpec } from './weights-spec';
 
@@ -53,11 +54,11 @@ function scratchFiles(): Set<string> {
     paths.clear();
   };
   process.on('exit', removeAll);
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  for (const signal of EXIT_SIGNALS) {
     process.on(signal, () => {
       removeAll();
-      // The only listener: end as the signal would have, with the shell's status (128 + its number).
-      if (process.listenerCount(signal) === 1) process.exit(128 + constants.signals[signal]);
+      // The only listener: end as the signal would have, with the shell's status.
+      if (process.listenerCount(signal) === 1) process.exit(signalStatus(signal));
     });
   }
   return paths;
@@ -69,8 +70,14 @@ export function removeAtExit(path: string): void {
 }
 
 /** Leaves `path` alone at exit (it was removed, or is the caller's now). */
-export function forgetAtExit(path: string): void {
+function forgetAtExit(path: string): void {
   scratchFiles().delete(path);
+}
+
+/** Removes scratch file `path` now (and no longer at exit). */
+export async function removeScratch(path: string): Promise<void> {
+  await rm(path, { force: true });
+  forgetAtExit(path);
 }
 
 /** The file for `spec` in the OS temp directory, written once per process (same spec, same bytes) and removed when the process ends; its path. */
@@ -100,8 +107,7 @@ export const nodeWeightsStorage: WeightsStorage = {
     const file = await openFile(path, { parallel });
     const close = async (): Promise<void> => {
       await file.close();
-      await rm(path, { force: true });
-      forgetAtExit(path);
+      await removeScratch(path);
     };
     return { ...file, close, [Symbol.asyncDispose]: close };
   },
