@@ -13,7 +13,7 @@
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
 import type { DeviceReport, Progress } from './schema';
-import { BOUND_FRACTION, RAW_SLACK, deviceLine, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type FileProbe, type HeapProbe, type SecondGpu, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
+import { BOUND_FRACTION, RAW_SLACK, deviceLine, intervalWords, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type FileProbe, type HeapProbe, type SecondGpu, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
 import { overlapGroup } from './perf/p1-overlap';
 import { readbackGroup, uploadGroup } from './perf/p2-p3-transfer';
 import { weightsGroup } from './perf/p4-weights';
@@ -169,7 +169,9 @@ export function formatBounded(b: BoundedReport): string[] {
     // A row without a bound says why in `bound` ('no bound: ...').
     const bound = r.ofBound === null ? r.bound : `bound ${r.bound}; ${ratioText(r.ofBound, BOUND_FRACTION)} of bound${r.ofBound < 0 ? ' (slower than sync)' : ''}`;
     const lr = r.libOverRaw === null ? 'n/a' : `${ratioText(r.libOverRaw, RAW_SLACK)}x`;
-    lines.push(`    ${at}measured ${r.measured}; ${bound}; ${r.raw}, library / raw ${lr} (paired); ${r.verdict}`);
+    // The interval once per line: in the verdict where it judges the library, else here.
+    const ci = r.libOverRawInterval && !r.verdict.includes('95% interval') ? `, ${intervalWords(r.libOverRawInterval)}` : '';
+    lines.push(`    ${at}measured ${r.measured}; ${bound}; ${r.raw}, library / raw ${lr} (paired${ci}); ${r.verdict}`);
   }
   return lines;
 }

@@ -126,6 +126,27 @@ export function median(values: readonly number[]): number {
 }
 
 /**
+ * A distribution-free 95% interval for the median of `values` (sign test: order statistics k and
+ * n + 1 - k, with k the largest whose binomial tail stays within 2.5%). Null below 6 values, where
+ * no such interval reaches 95%.
+ */
+export function medianInterval(values: readonly number[]): { lo: number; hi: number; n: number } | null {
+  const s = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  const n = s.length;
+  // P(Binomial(n, 1/2) <= j), summed term by term.
+  let term = 0.5 ** n;
+  let tail = term;
+  let k = 0;
+  for (let j = 0; tail <= 0.025 && j < n; ) {
+    k = j + 1;
+    term = (term * (n - j)) / (j + 1);
+    j++;
+    tail += term;
+  }
+  return k >= 1 ? { lo: s[k - 1]!, hi: s[n - k]!, n } : null;
+}
+
+/**
  * How far samples spread, in their unit: half their interquartile range, or half their range below 4
  * samples (0 below 2). One outlying sample (a host hiccup at 3x the rest) does not widen it.
  */

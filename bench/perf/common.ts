@@ -5,7 +5,7 @@
  */
 import type { Context, ContextOptions, RandomAccessSource } from 'webgpu-streams';
 import type { Progress } from '../schema';
-import { measureInterleaved, median, type RunInfo } from '../stats';
+import { measureInterleaved, median, medianInterval, type RunInfo } from '../stats';
 import type { Check, SecondGpu } from '../scenarios/common';
 
 export const MiB = 1024 * 1024;
@@ -104,6 +104,8 @@ export interface BoundedRow {
   raw: string;
   /** Library time / raw WebGPU time, the median of the pairs (each round runs both); null where not measured. */
   libOverRaw: number | null;
+  /** Its 95% interval (pairedRatioInterval); null below 6 pairs. */
+  libOverRawInterval?: RatioInterval | null;
   /** By {@link boundRule}. */
   pass: boolean;
   /** 'PASS: ...' or 'FALL SHORT: ...', the reasons in words. */
@@ -124,6 +126,8 @@ export interface BoundRuleInput {
   fallback: { meets: boolean; text: string };
   /** Library / raw WebGPU, paired; null or NaN where raw WebGPU was not measured. */
   libOverRaw: number | null;
+  /** Its 95% interval (pairedRatioInterval), printed beside it: the rule judges the median alone. */
+  libOverRawInterval?: RatioInterval | null;
   /** Further conditions (P4: weights memory exactly 2 slots). */
   also?: { meets: boolean; text: string }[];
 }
@@ -148,7 +152,7 @@ export function boundRule(x: BoundRuleInput): { pass: boolean; verdict: string }
   const lr = x.libOverRaw === null ? null : round(x.libOverRaw, 6);
   if (lr !== null && Number.isFinite(lr) && lr > 0) {
     const ok = lr <= RAW_SLACK;
-    reasons.push({ ok, text: `library ${ratioText(lr, RAW_SLACK)}x raw ${ok ? '<=' : '>'} ${RAW_SLACK.toFixed(2)}x` });
+    reasons.push({ ok, text: `library ${ratioText(lr, RAW_SLACK)}x raw ${ok ? '<=' : '>'} ${RAW_SLACK.toFixed(2)}x${x.libOverRawInterval ? ` (${intervalWords(x.libOverRawInterval)})` : ''}` });
   } else {
     reasons.push({ ok: false, text: 'library / raw WebGPU not measured' });
   }
@@ -175,10 +179,32 @@ export function ratioText(x: number, threshold?: number): string {
   return three;
 }
 
+/** a / b over pairs (a[i], b[i]) of the same round, the finite positive ones. */
+function pairRatios(a: readonly number[], b: readonly number[]): number[] {
+  return a.map((x, i) => x / b[i]!).filter((x) => Number.isFinite(x) && x > 0);
+}
+
 /** Median of a / b over pairs (a[i], b[i]) of the same round; NaN where there are none. */
 export function pairedRatio(a: readonly number[], b: readonly number[]): number {
-  const r = a.map((x, i) => x / b[i]!).filter((x) => Number.isFinite(x) && x > 0);
+  const r = pairRatios(a, b);
   return r.length ? median(r) : Number.NaN;
+}
+
+/** The 95% interval of {@link pairedRatio} (medianInterval of the pairs' ratios); null below 6 pairs. */
+export function pairedRatioInterval(a: readonly number[], b: readonly number[]): RatioInterval | null {
+  return medianInterval(pairRatios(a, b));
+}
+
+/** A 95% interval of a paired median ratio, over `n` pairs. */
+export interface RatioInterval {
+  lo: number;
+  hi: number;
+  n: number;
+}
+
+/** `95% interval 1.006-1.052 over 61 pairs`, or '' without one. */
+export function intervalWords(i: RatioInterval | null | undefined): string {
+  return i ? `95% interval ${ratioText(i.lo)}-${ratioText(i.hi)} over ${i.n} pairs` : '';
 }
 
 /** A number for the JSON: rounded, or null where it is not finite (JSON has no NaN). */

@@ -32,6 +32,8 @@ import {
   boundRule,
   boundRuleText,
   pairedRatio,
+  pairedRatioInterval,
+  type RatioInterval,
   finiteOrNull,
   ratioText,
   type BoundedRow,
@@ -176,6 +178,7 @@ export function p1Judge(r: {
   rawEfficiency: number;
   rawInRunBoundEfficiency: number;
   libOverRaw: number;
+  libOverRawInterval?: RatioInterval | null;
   sync: number;
   ideal: number;
   inRunHost: number;
@@ -191,7 +194,7 @@ export function p1Judge(r: {
   if (Number.isNaN(r.efficiency)) noBound = r.why ?? gainWhy(r.sync, r.ideal) ?? 'no efficiency measured';
   else if (Number.isNaN(ofBound)) noBound = `the in-run bound (${num(r.inRunBound)} ms: host thread inside the overlapped runs ${num(r.inRunHost)} ms, GPU ${num(r.gpu)} ms) leaves no gain over sync (${num(r.sync)} ms) to rate`;
   const oldText = `eff ${effText(r.efficiency)} ${r.efficiency >= TARGET_P1 ? '>=' : '<'} ${TARGET_P1.toFixed(2)}`;
-  const v = boundRule({ ofBound, fallback: { meets: r.efficiency >= TARGET_P1, text: oldText }, libOverRaw: r.libOverRaw });
+  const v = boundRule({ ofBound, fallback: { meets: r.efficiency >= TARGET_P1, text: oldText }, libOverRaw: r.libOverRaw, libOverRawInterval: r.libOverRawInterval ?? null });
   return { ofBound, rawOfBound, ...(noBound ? { noBound } : {}), ...v };
 }
 
@@ -213,8 +216,10 @@ interface SizeRow {
    * back): steadier than the ratio of medians where the host's speed drifts between repeats.
    */
   libOverRaw: number;
+  libOverRawInterval: RatioInterval | null;
   /** A second raw WebGPU pipeline (own buffers) over the first, paired the same way: the comparison's noise floor. */
   raw2OverRaw: number;
+  raw2OverRawInterval: RatioInterval | null;
   host: number;
   gpu: number;
   ideal: number;
@@ -500,10 +505,12 @@ export const overlapGroup: PerfGroup = {
         const efficiency = effWhy ? Number.NaN : effOf(tOvl);
         const rawEfficiency = rawEffWhy ? Number.NaN : effOf(tRaw);
         const libOverRaw = pairedRatio(samples.ovl, samples.raw);
+        const libOverRawInterval = pairedRatioInterval(samples.ovl, samples.raw);
         const raw2OverRaw = pairedRatio(samples.raw2, samples.raw);
+        const raw2OverRawInterval = pairedRatioInterval(samples.raw2, samples.raw);
         const inRunBoundEfficiency = boundEffOf(inRunBoundMs);
         const rawInRunBoundEfficiency = boundEffOf(rawInRunBoundMs);
-        const judged = p1Judge({ efficiency, inRunBoundEfficiency, rawEfficiency, rawInRunBoundEfficiency, libOverRaw, sync: tSync, ideal, inRunHost, inRunBound: inRunBoundMs, gpu: tGpu, ...(effWhy ? { why: effWhy } : {}) });
+        const judged = p1Judge({ efficiency, inRunBoundEfficiency, rawEfficiency, rawInRunBoundEfficiency, libOverRaw, libOverRawInterval, sync: tSync, ideal, inRunHost, inRunBound: inRunBoundMs, gpu: tGpu, ...(effWhy ? { why: effWhy } : {}) });
         rows.push({
           bytes,
           plan,
@@ -512,7 +519,9 @@ export const overlapGroup: PerfGroup = {
           raw: tRaw,
           rawEfficiency,
           libOverRaw,
+          libOverRawInterval,
           raw2OverRaw,
+          raw2OverRawInterval,
           host: tHost,
           gpu: tGpu,
           ideal,
@@ -569,6 +578,11 @@ export const overlapGroup: PerfGroup = {
       figures[`${k}.rawEfficiency`] = round(r.rawEfficiency);
       figures[`${k}.libOverRawPaired`] = round(r.libOverRaw);
       figures[`${k}.raw2OverRawPaired`] = round(r.raw2OverRaw);
+      for (const [name, iv] of [['libOverRaw', r.libOverRawInterval], ['raw2OverRaw', r.raw2OverRawInterval]] as const) {
+        if (!iv) continue;
+        figures[`${k}.${name}IntervalLo`] = round(iv.lo);
+        figures[`${k}.${name}IntervalHi`] = round(iv.hi);
+      }
       figures[`${k}.hostMs`] = round(r.host);
       figures[`${k}.apiMs`] = round(r.apiMs);
       figures[`${k}.hostThreadBoundEfficiency`] = round(r.boundEfficiency);
@@ -603,8 +617,9 @@ export const overlapGroup: PerfGroup = {
         ? `no bound: ${r.noBound}`
         : `eff ${effText(r.inRunBoundEfficiency)} at ${num(r.inRunBoundMs)} ms = max(host thread in the run ${num(r.inRunHost)}, first fills + GPU + last read-out ${num(r.ends)} + ${num(r.gpu)})`,
       ofBound: finiteOrNull(r.ofBound, 6),
-      raw: `eff ${r.rawEffWhy && r.rawEffWhy !== r.effWhy ? `n/a (${r.rawEffWhy})` : effText(r.rawEfficiency)} (${num(r.raw)} ms; raw' / raw ${num(r.raw2OverRaw)}; ${Number.isFinite(r.rawOfBound) ? `${ratioText(r.rawOfBound)} of its own in-run bound, eff ${effText(r.rawInRunBoundEfficiency)}` : 'its own in-run bound not rated'})`,
+      raw: `eff ${r.rawEffWhy && r.rawEffWhy !== r.effWhy ? `n/a (${r.rawEffWhy})` : effText(r.rawEfficiency)} (${num(r.raw)} ms; raw' / raw ${num(r.raw2OverRaw)}${r.raw2OverRawInterval ? `, 95% interval ${ratioText(r.raw2OverRawInterval.lo)}-${ratioText(r.raw2OverRawInterval.hi)}` : ''}; ${Number.isFinite(r.rawOfBound) ? `${ratioText(r.rawOfBound)} of its own in-run bound, eff ${effText(r.rawInRunBoundEfficiency)}` : 'its own in-run bound not rated'})`,
       libOverRaw: finiteOrNull(r.libOverRaw, 6),
+      libOverRawInterval: r.libOverRawInterval,
       pass: r.pass,
       verdict: r.verdict,
     }));

@@ -30,6 +30,7 @@ import {
   boundRuleText,
   finiteOrNull,
   pairedRatio,
+  pairedRatioInterval,
   ratioText,
   type BoundedRow,
   type PerfGroup,
@@ -279,6 +280,7 @@ export const uploadGroup: PerfGroup = {
       const tRaw = median(samples.raw);
       const tCopy = copier ? median(samples.gpuCopy) : Number.NaN;
       const poolOverRaw = pairedRatio(samples.pool, samples.raw);
+      const poolOverRawInterval = pairedRatioInterval(samples.pool, samples.raw);
       // The bound: the host's copy into mapped staging, then the GPU's copy, in series (uploadBound).
       const noBound = !copier
         ? "the device has no 'timestamp-query': the GPU's copy cannot be timed apart from the submit and its completion"
@@ -293,7 +295,7 @@ export const uploadGroup: PerfGroup = {
       const overlappedMs = bound && piecesByDefault ? tHostCopy + tCopy / nPieces : null;
       const old = pool / memcpy;
       const oldText = `pool / memcpy ${ratioText(old, TARGET_P2_MEMCPY)} ${old >= TARGET_P2_MEMCPY ? '>=' : '<'} ${TARGET_P2_MEMCPY.toFixed(2)}`;
-      const verdict = boundRule({ ofBound, fallback: { meets: old >= TARGET_P2_MEMCPY, text: oldText }, libOverRaw: poolOverRaw });
+      const verdict = boundRule({ ofBound, fallback: { meets: old >= TARGET_P2_MEMCPY, text: oldText }, libOverRaw: poolOverRaw, libOverRawInterval: poolOverRawInterval });
       const row: BoundedRow = {
         label: '',
         measured: `pool ${num(pool)} GB/s (${num(tPool)} ms)`,
@@ -304,6 +306,7 @@ export const uploadGroup: PerfGroup = {
         ofBound: finiteOrNull(ofBound, 6),
         raw: `raw WebGPU upload ${num(rawG)} GB/s (${num(tRaw)} ms${bound ? `, ${num(bound.ms / tRaw)} of the bound` : ''})`,
         libOverRaw: finiteOrNull(poolOverRaw, 6),
+        libOverRawInterval: poolOverRawInterval,
         pass: verdict.pass,
         verdict: verdict.verdict,
       };

@@ -36,6 +36,7 @@ import {
   boundRuleText,
   finiteOrNull,
   pairedRatio,
+  pairedRatioInterval,
   ratioText,
   type BoundedRow,
   type PerfGroup,
@@ -464,6 +465,7 @@ export const weightsGroup: PerfGroup = {
       const ideal = Math.max(tLoad, tCompute);
       const old = tStream / ideal;
       const libOverRaw = pairedRatio(samples.streaming, samples.raw);
+      const libOverRawInterval = pairedRatioInterval(samples.streaming, samples.raw);
       const twoSlots = slotBytes === 2 * bytes && peakGrowth === 0;
       checks.push(
         twoSlots
@@ -489,6 +491,7 @@ export const weightsGroup: PerfGroup = {
         ofBound,
         fallback: { meets: old <= TARGET_P4, text: oldText },
         libOverRaw,
+        libOverRawInterval,
         also: [{ meets: twoSlots, text: slotsText }],
       });
       const row: BoundedRow = {
@@ -501,6 +504,7 @@ export const weightsGroup: PerfGroup = {
         ofBound: finiteOrNull(ofBound, 6),
         raw: `raw WebGPU streaming ${num(tRaw)} ms`,
         libOverRaw: finiteOrNull(libOverRaw, 6),
+        libOverRawInterval,
         pass: verdict.pass,
         verdict: verdict.verdict,
       };

@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatBounded, formatMetricLine, formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfMetric, type PerfResult } from '../perf';
-import { BOUND_FRACTION, RAW_SLACK, boundRule, ratioText } from '../perf/common';
+import { BOUND_FRACTION, RAW_SLACK, boundRule, pairedRatioInterval, ratioText } from '../perf/common';
+import { medianInterval } from '../stats';
 import { growthText, overlapGain, p1Judge, repeatsAt, TARGET_P1 } from '../perf/p1-overlap';
 import { underCopiesText } from '../perf/p7-storage';
 import { uploadBound } from '../perf/p2-p3-transfer';
@@ -70,6 +71,21 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     expect(boundRule({ ofBound: 0.99, libOverRaw: 1.0201, fallback: old })).toEqual({ pass: false, verdict: 'FALL SHORT: library 1.0201x raw > 1.02x' });
     // Both reasons are named when both miss.
     expect(boundRule({ ofBound: 0.5, libOverRaw: 1.5, fallback: old }).verdict).toBe('FALL SHORT: 0.500 of bound < 0.95; library 1.500x raw > 1.02x');
+  });
+
+  it('gives library / raw its 95% interval (sign test on the paired ratios), in the verdict or beside the ratio, once', () => {
+    const ranks = (n: number): number[] => Array.from({ length: n }, (_, i) => n - i); // unsorted on purpose
+    // Order statistics k and n + 1 - k, k the largest with P(Binomial(n, 1/2) <= k - 1) <= 2.5%.
+    expect([5, 6, 9, 13, 21, 61].map((n) => medianInterval(ranks(n)))).toEqual([null, { lo: 1, hi: 6, n: 6 }, { lo: 2, hi: 8, n: 9 }, { lo: 3, hi: 11, n: 13 }, { lo: 6, hi: 16, n: 21 }, { lo: 23, hi: 39, n: 61 }]);
+    const lib = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8], raw = lib.map(() => 1);
+    expect(pairedRatioInterval(lib, raw)).toEqual({ lo: 1.1, hi: 1.7, n: 9 });
+    expect(pairedRatioInterval(lib.slice(0, 5), raw)).toBeNull();
+    const iv = { lo: 1.006, hi: 1.052, n: 61 };
+    expect(boundRule({ ofBound: 0.99, libOverRaw: 1.029, libOverRawInterval: iv, fallback: old }).verdict).toBe('FALL SHORT: library 1.029x raw > 1.02x (95% interval 1.006-1.052 over 61 pairs)');
+    const row = { label: '', measured: 'm', bound: 'b', ofBound: 0.9, raw: 'raw', libOverRaw: 1.01, libOverRawInterval: iv, pass: false, verdict: 'FALL SHORT: 0.900 of bound < 0.95' };
+    expect(formatBounded({ rule: 'r', rows: [row] })[1]).toBe('    measured m; bound b; 0.900 of bound; raw, library / raw 1.010x (paired, 95% interval 1.006-1.052 over 61 pairs); FALL SHORT: 0.900 of bound < 0.95');
+    const judged = { ...row, verdict: 'FALL SHORT: library 1.029x raw > 1.02x (95% interval 1.006-1.052 over 61 pairs)' };
+    expect(formatBounded({ rule: 'r', rows: [judged] })[1]!.match(/95% interval/g)).toHaveLength(1);
   });
 
   it('without a bound, the old target stands in and the verdict says so; raw WebGPU and further conditions still count', () => {
