@@ -21,6 +21,8 @@ import {
   metric,
   num,
   pairedRatio,
+  pairedRatioInterval,
+  intervalWords,
   randomF32,
   round,
   seedOf,
@@ -109,6 +111,7 @@ export const libraryCostGroup: PerfGroup = {
         const tRaw = median(samples.raw);
         // Paired within rounds, as P1: the host's speed drifts from round to round.
         const ratio = pairedRatio(samples.lib, samples.raw);
+        const interval = pairedRatioInterval(samples.lib, samples.raw);
         pipelineMetric = () =>
           metric(ctx, {
             id: 'P5',
@@ -119,7 +122,7 @@ export const libraryCostGroup: PerfGroup = {
             meets: ratio <= TARGET_P5,
             detail:
               `${sizeText(bytes)} in ${planText(plan)}, ${plan.iterations} iterations (${bal.note}): ` +
-              `library / raw ${num(ratio)} (median of ${p.repeats} rounds, paired; library ${num(tLib)} ms, raw ${num(tRaw)} ms, medians, interleaved, each first equally often)` +
+              `library / raw ${num(ratio)} (median of ${p.repeats} rounds, paired${interval ? `, ${intervalWords(interval)}` : ''}; library ${num(tLib)} ms, raw ${num(tRaw)} ms, medians, interleaved, each first equally often)` +
               (chunkCost
                 ? `; host time per chunk (enqueue + flush vs unmap + encode + submit + maps, one chunk at a time): library ${num(chunkCost.libUs)} us, raw ${num(chunkCost.rawUs)} us; ` +
                   `the library's own JavaScript on a no-op device: ${num(chunkCost.noopUs)} us per chunk (${num(chunkCost.noopRoundUs)} us with completion and ready())`
