@@ -227,8 +227,10 @@ export function captureSite(enabled: boolean, above?: (...args: never[]) => unkn
     E.stackTraceLimit = limit;
     return e;
   }
-  // Few frames: the library's own (2-3) and the user's nearest ones; fewer frames, less to collect.
-  E.stackTraceLimit = 8;
+  // Enough frames to get past the library's own (a check can sit 8-10 calls below the public
+  // method) to the user's; this path runs only for errors and reports, and launches of a pipeline
+  // not yet known to compile.
+  E.stackTraceLimit = 32;
   const e = new Error('enqueued here');
   E.stackTraceLimit = limit;
   return e;
@@ -236,7 +238,26 @@ export function captureSite(enabled: boolean, above?: (...args: never[]) => unkn
 
 /** A stack frame line: V8's `at ...`, or SpiderMonkey's and JavaScriptCore's `fn@file:line:col` (message lines are not). */
 const FRAME = /^at\s|@\S*:\d+:\d+$/;
-const INTERNAL_FRAME = /[\\/]src[\\/](scheduler[\\/])?(stream|event|scheduler|errors|context|memory|pinned|kernels|op|host|staging|sanitizer|transfer|complete|encode)\.[tj]s|webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal/;
+const INTERNAL_FRAME = /webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal|\(<anonymous>\)$|\(native\)$/;
+
+/**
+ * The library's own source folder where it runs from source (its tests, a bundler's dev server), as
+ * URL and path prefixes: its frames there are not the caller's. Null where it runs from a build
+ * (installed: `webgpu-streams/dist/`; bundled into an app: its frames and the app's share a file).
+ */
+const OWN_SOURCE: string[] | null = ((): string[] | null => {
+  const url = import.meta.url;
+  const m = /^(.*[\\/]src[\\/])errors\.[tj]s(\?.*)?$/.exec(url);
+  if (!m) return null;
+  const prefix = m[1]!;
+  const path = prefix.startsWith('file://') ? decodeURIComponent(prefix.slice('file://'.length).replace(/^\/([A-Za-z]:)/, '$1')) : null;
+  return path ? [prefix, path, path.replaceAll('/', '\\')] : [prefix];
+})();
+
+/** A frame of the library's own code, or of the runtime's (builtins, node internals, constructors). */
+function internalFrame(line: string): boolean {
+  return INTERNAL_FRAME.test(line) || (OWN_SOURCE !== null && OWN_SOURCE.some((p) => line.includes(p)));
+}
 
 /** The user's frames of a captured site, innermost first. */
 export function formatSite(site: string | Error | undefined): string | undefined {
@@ -247,6 +268,6 @@ export function formatSite(site: string | Error | undefined): string | undefined
   const frames = stack
     .split('\n')
     .map((l) => l.trim())
-    .filter((l) => FRAME.test(l) && !INTERNAL_FRAME.test(l));
+    .filter((l) => FRAME.test(l) && !internalFrame(l));
   return frames.length ? frames.join('\n') : undefined;
 }

@@ -10,6 +10,8 @@ import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { bucketSize } from '../src/transfer.js';
 import { reflectWgsl } from '../src/wgsl.js';
+import { formatSite } from '../src/errors.js';
+import { fileURLToPath } from 'node:url';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -113,6 +115,31 @@ describe('call sites', () => {
         c.destroy();
       }
     }
+  });
+});
+
+describe('call sites found deep in a check', () => {
+  it('a launch binding a destroyed buffer names the line that launched it, as a copy does', () => {
+    const s = ctx.createStream({ label: 'deep' });
+    const a = ctx.alloc(64, { label: 'gone' }), b = ctx.alloc(64), c = ctx.alloc(64);
+    a.destroy();
+    for (const call of [() => s.launch(ctx.kernels.vectorAdd, { bindings: [a, b, c], workgroups: 1 }), () => s.copy(a, b)]) {
+      let err: StreamError | undefined;
+      try {
+        call();
+      } catch (e) {
+        err = e as StreamError;
+      }
+      expect(err).toMatchObject({ name: 'DestroyedError', stream: 'deep', message: expect.stringMatching(/buffer 'gone' was destroyed/) });
+      expect(err!.callSite, 'the caller, past the library frames of the check').toMatch(/^at .*errors\.test\.ts/);
+    }
+  });
+
+  it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {
+    const own = fileURLToPath(new URL('../src/stream.ts', import.meta.url));
+    const site = new Error('x');
+    site.stack = ['Error: x', `    at Stream.launch (${own}:120:5)`, '    at Array.forEach (<anonymous>)', '    at main (/home/app/src/stream.ts:3:7)'].join('\n');
+    expect(formatSite(site)).toBe('at main (/home/app/src/stream.ts:3:7)');
   });
 });
 
