@@ -2,7 +2,7 @@
  * `Context`: one `GPUDevice` and everything the runtime keeps per device: the default stream, the
  * scheduler, the staging pool, the built-in kernels, memory accounting and the trace.
  */
-import { DestroyedError, InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
+import { atCall, DestroyedError, InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { GpuEvent, type EventOptions } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
@@ -364,12 +364,12 @@ export class Context {
   kernel(wgsl: string, options: KernelOptions = {}): Kernel {
     this.#checkAlive('kernel');
     expectString('wgsl', wgsl, { op: 'kernel', context: this.label });
-    return new Kernel(this.device, wgsl, options);
+    return new Kernel(this.device, wgsl, options, this.label);
   }
 
   /** The built-in kernels (shaders/), compiled on first use. */
   get kernels(): BuiltinKernels {
-    const get = (name: keyof BuiltinKernels): Kernel => (this.#kernels[name] ??= new Kernel(this.device, builtinShaders[name], { label: name }));
+    const get = (name: keyof BuiltinKernels): Kernel => (this.#kernels[name] ??= new Kernel(this.device, builtinShaders[name], { label: name }, this.label));
     return {
       get vectorAdd() {
         return get('vectorAdd');
@@ -443,8 +443,8 @@ export class Context {
   }
 
   #checkAlive(op: string, stream?: string): void {
-    if (this.#destroyed) throw new DestroyedError('the context was destroyed; create a new one with createContext()', { op, context: this.label, ...(stream !== undefined ? { stream } : {}) });
-    const closed = this.#scheduler.closed;
-    if (closed) throw closed;
+    const site = { op, context: this.label, ...(stream !== undefined ? { stream } : {}) };
+    if (this.#destroyed) throw new DestroyedError('the context was destroyed; create a new one with createContext()', site);
+    if (this.#scheduler.closed) throw atCall(this.#scheduler.closed, site);
   }
 }

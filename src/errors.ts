@@ -60,6 +60,16 @@ export function ownWords(e: StreamError): string {
   return where && m.startsWith(`${where}: `) ? m.slice(where.length + 2) : m;
 }
 
+/**
+ * `e` (the device-loss or destroy error that closed a context) raised again at a later call: the
+ * same class and words, naming that call's op and site, with `e` as its cause.
+ */
+export function atCall(e: StreamError, site: ErrorSite): StreamError {
+  if (e instanceof AggregateStreamError) return e;
+  const Same = e.constructor as new (message: string, site: ErrorSite) => StreamError;
+  return new Same(ownWords(e), { ...site, cause: e });
+}
+
 /** A bad argument or option: wrong type, out of range, unaligned, kernel bindings that do not fit the kernel. Thrown at the call. */
 export class InvalidArgumentError extends StreamError {
   override name = 'InvalidArgumentError';

@@ -60,8 +60,8 @@ export class Kernel {
   /** Settles with the shader module's and layouts' validation error message, if any. */
   readonly #moduleError: Promise<string | undefined>;
 
-  constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}) {
-    const site: ErrorSite = { op: 'kernel' };
+  constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}, context?: string) {
+    const site: ErrorSite = context === undefined ? { op: 'kernel' } : { op: 'kernel', context };
     expectString('wgsl', wgsl, site);
     const o = expectObject('options', options, site);
     const proto = Object.getPrototypeOf(o) as unknown;
@@ -72,8 +72,8 @@ export class Kernel {
     const info = reflectWgsl(wgsl, this.entryPoint, site);
     // A missing entry point would otherwise surface only as a pipeline error on the first launch.
     if (!info.entryPoints.includes(this.entryPoint)) {
-      const found = info.entryPoints.length ? info.entryPoints.map((e) => `'${e}'`).join(', ') : 'none';
-      throw new InvalidArgumentError(`kernel has no @compute entry point '${this.entryPoint}'; found ${found}`, site);
+      const found = info.entryPoints.length ? `found ${info.entryPoints.map((e) => `'${e}'`).join(', ')}` : 'the source declares no @compute function at all: is it WGSL?';
+      throw new InvalidArgumentError(`kernel has no @compute entry point '${this.entryPoint}'; ${found}`, site);
     }
     this.bindings = info.bindings;
     this.overrides = info.overrides.map((o) => o.key);

@@ -8,7 +8,7 @@
  * `PinnedBufferBusyError` naming the op and stream holding it; once the GPU is done with those ops
  * the buffer is mapped back by itself and `ready()` resolves.
  */
-import { DestroyedError, PinnedBufferBusyError, type StreamError } from './errors.js';
+import { atCall, DestroyedError, PinnedBufferBusyError, type StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import { joinHost } from './clock.js';
 
@@ -172,7 +172,7 @@ export class PinnedBuffer {
    * Resolves at once when it already does.
    */
   ready(): Promise<void> {
-    if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, { op: 'ready' }));
+    if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, { op: 'ready', context: this.#host.label }));
     const closed = this.#host.closed();
     if (closed) return Promise.reject(closed);
     if (this.#owned()) {
@@ -209,7 +209,7 @@ export class PinnedBuffer {
    * down.unmap(); // the next download into it needs no unmap, and V8 sees the memory go
    */
   unmap(): void {
-    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'unmap' });
+    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'unmap', context: this.#host.label });
     if (this.#owned()) this.unmapForGpu();
   }
 
@@ -217,7 +217,7 @@ export class PinnedBuffer {
   destroy(): void {
     if (this.#destroyRequested) return;
     this.#destroyRequested = true;
-    const err = new DestroyedError(`pinned buffer '${this.label}' was destroyed while waiting for ready()`, { op: 'ready' });
+    const err = new DestroyedError(`pinned buffer '${this.label}' was destroyed while waiting for ready()`, { op: 'ready', context: this.#host.label });
     for (const f of this.#failWaiters) f(err);
     this.#waiters = [];
     this.#failWaiters = [];
@@ -354,21 +354,21 @@ export class PinnedBuffer {
   }
 
   #viewsOrThrow(): Views {
-    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'view' });
+    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'view', context: this.#host.label });
     const closed = this.#host.closed();
-    if (closed) throw closed;
+    if (closed) throw atCall(closed, { op: 'view', context: this.#host.label });
     // Before the ownership check: a race is reported even where this run happens to catch it.
     if (!this.internal) this.#host.sanitizer?.hostAccess(this);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id > h.id) h = c;
       if (!h && this.state === 'unmapped') {
-        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, { op: 'view' });
+        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, { op: 'view', context: this.#host.label });
       }
       const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
         `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued on that stream before that op, or use another buffer`,
-        h ? { op: 'view', stream: h.stream.label } : { op: 'view' },
+        h ? { op: 'view', stream: h.stream.label, context: this.#host.label } : { op: 'view', context: this.#host.label },
       );
     }
     return (this.#views ??= { range: this.buffer.getMappedRange() });

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
-import { StreamError, workgroupsFor, type Context } from '../src/index.js';
+import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { bucketSize } from '../src/transfer.js';
 import { reflectWgsl } from '../src/wgsl.js';
 import { formatSite } from '../src/errors.js';
@@ -133,6 +133,26 @@ describe('call sites found deep in a check', () => {
       expect(err).toMatchObject({ name: 'DestroyedError', stream: 'deep', message: expect.stringMatching(/buffer 'gone' was destroyed/) });
       expect(err!.callSite, 'the caller, past the library frames of the check').toMatch(/^at .*errors\.test\.ts/);
     }
+  });
+
+  it('a call on a context whose device is gone names that call, and the loss as its cause', async () => {
+    const owner = await gpuContext({ label: 'owner' });
+    const borrower = await createContext({ device: owner.device, label: 'borrower' });
+    owner.destroy();
+    await borrower.lost;
+    const tries: [string, () => unknown][] = [['alloc', () => borrower.alloc(64)], ['createStream', () => borrower.createStream()]];
+    for (const [op, call] of tries) {
+      let err: StreamError | undefined;
+      try {
+        call();
+      } catch (e) {
+        err = e as StreamError;
+      }
+      expect(err).toMatchObject({ name: 'DeviceLostError', op, context: 'borrower', message: expect.stringMatching(/the GPU device was lost \(destroyed\)/) });
+      expect(err!.callSite).toMatch(/^at .*errors\.test\.ts/);
+      expect(err!.cause).toMatchObject({ name: 'DeviceLostError', op: undefined });
+    }
+    borrower.destroy();
   });
 
   it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {

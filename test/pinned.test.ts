@@ -85,7 +85,7 @@ describe('pinned ownership', () => {
       }
     });
     await s.synchronize();
-    expect(sErr).toMatchObject({ name: 'PinnedBufferBusyError', message: expect.stringMatching(/'upload' #\d+ on stream 'o'/) });
+    expect(sErr).toMatchObject({ name: 'PinnedBufferBusyError', op: 'view', context: ctx.label, message: expect.stringMatching(/'upload' #\d+ on stream 'o'/) });
     g.open();
     await o.synchronize();
     expect(firstMismatch(out, want), `seed ${seed}`).toBeNull();

@@ -203,7 +203,9 @@ describe('host functions that return strange things fail their own op only', () 
     ['a thenable whose then getter throws', () => ({ get then(): never { throw new Error('bad getter'); } }), /bad getter/],
     ['a thrown Symbol', () => { throw Symbol('sym'); }, /Symbol\(sym\)/],
     ['a thrown object whose toString throws', () => { throw { toString() { throw new Error('x'); } }; }, /host function threw/],
-    ['a rejection with undefined', () => Promise.reject(undefined), /rejected with undefined/],
+    ['a rejection with undefined', () => Promise.reject(undefined), /host function threw undefined(\n|$)/],
+    ['a thrown undefined', () => { throw undefined; }, /host function threw undefined(\n|$)/],
+    ['a thrown null', () => { throw null; }, /host function threw null(\n|$)/],
   ] as const)('%s: HostFnError on that stream, other streams\' host functions still run', async (_name, fn, message) => {
     const bad = ctx.createStream({ label: 'strange' });
     const good = ctx.createStream({ label: 'fine', nonBlocking: true });

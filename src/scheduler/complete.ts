@@ -421,7 +421,7 @@ export class Completer {
     try {
       result = callHostFn(op, p.fn);
     } catch (e) {
-      this.#endHostFn(op, e ?? new Error('undefined was thrown'));
+      this.#endHostFn(op, e ?? new Error(String(e)));
       return;
     }
     if (result === null || (typeof result !== 'object' && typeof result !== 'function')) {
@@ -432,7 +432,7 @@ export class Completer {
     // escapes as anything but this op's HostFnError.
     awaitHostFn(op, result).then(
       () => this.#endHostFn(op),
-      (e: unknown) => this.#endHostFn(op, e ?? new Error('rejected with undefined')),
+      (e: unknown) => this.#endHostFn(op, e ?? new Error(String(e))),
     );
   }
 
