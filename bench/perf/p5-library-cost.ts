@@ -286,15 +286,17 @@ async function sanitizerCost(ctx: Context, create: NonNullable<PerfOptions['crea
     on.destroy();
     onAll.destroy();
   }
+  // Judged at the worse of 1 and 16 streams (both paired); the rest is printed beside it.
   const ratio = ratios[1]!;
+  const worst = Math.max(ratio, ratios[16]!);
   const us = (c: OpCost): string => `${num(c.hostUs)} us/op`;
   return metric(ctx, {
     id: 'P5.sanitizer',
-    name: 'host cost per op, stream sanitizer on / off',
-    value: ratio,
+    name: 'host cost per op, stream sanitizer on / off, the worse of 1 and 16 streams',
+    value: worst,
     unit: 'x',
     target: `<= ${TARGET_P5_SANITIZER}`,
-    meets: ratio <= TARGET_P5_SANITIZER,
+    meets: worst <= TARGET_P5_SANITIZER,
     detail:
       `${p.ops} copies of 256 B (enqueue + flush), on and off in ${p.opRepeats + 4} alternating rounds, the median of the rounds' on / off: 1 stream: ${num(ratio)}x (medians on ${us(rows.on1!)}, off ${us(rows.off1!)}); ` +
       `16 streams: ${num(ratios[16]!)}x (on ${us(rows.on16!)}, off ${us(rows.off16!)}); ` +

@@ -255,6 +255,10 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     // P6 needs timestamps; SwiftShader on Dawn has them.
     if (ctx!.features.timestampQuery) expect(result.metrics.find((m) => m.id === 'P6')!.skipped).toBeUndefined();
     for (const id of ['P8.peer', 'P8.split', 'P8.stages']) expect(result.metrics.find((m) => m.id === id)!.detail, id).toContain('B: a second device (test)');
+    // P8.split's target is for GPU-bound work: judged only there, N/A (with why) elsewhere.
+    const split = result.metrics.find((m) => m.id === 'P8.split')!;
+    if (Number(split.figures['gpuBoundFraction']) < 0.8) expect(split.skipped).toMatch(/not judged: not GPU-bound/);
+    else expect(split.skipped).toBeUndefined();
     expect(validatePerfResult(JSON.parse(JSON.stringify(result)))).toEqual([]);
   });
 
