@@ -194,7 +194,10 @@ export function p1Judge(r: {
   if (Number.isNaN(r.efficiency)) noBound = r.why ?? gainWhy(r.sync, r.ideal) ?? 'no efficiency measured';
   else if (Number.isNaN(ofBound)) noBound = `the in-run bound (${num(r.inRunBound)} ms: host thread inside the overlapped runs ${num(r.inRunHost)} ms, GPU ${num(r.gpu)} ms) leaves no gain over sync (${num(r.sync)} ms) to rate`;
   const oldText = `eff ${effText(r.efficiency)} ${r.efficiency >= TARGET_P1 ? '>=' : '<'} ${TARGET_P1.toFixed(2)}`;
-  const v = boundRule({ ofBound, fallback: { meets: r.efficiency >= TARGET_P1, text: oldText }, libOverRaw: r.libOverRaw, libOverRawInterval: r.libOverRawInterval ?? null });
+  // Neither its bound nor its efficiency rated: nothing to judge, and the verdict says why.
+  const v = Number.isNaN(r.efficiency)
+    ? { pass: false, verdict: `NOT RATED: ${noBound}` }
+    : boundRule({ ofBound, fallback: { meets: r.efficiency >= TARGET_P1, text: oldText }, libOverRaw: r.libOverRaw, libOverRawInterval: r.libOverRawInterval ?? null });
   return { ofBound, rawOfBound, ...(noBound ? { noBound } : {}), ...v };
 }
 
@@ -637,6 +640,8 @@ export const overlapGroup: PerfGroup = {
       unit: anyBound ? 'of bound' : Number.isNaN(worst) ? 'eff (not rated: each size says why)' : 'eff (no bound)',
       target: anyBound ? `>= ${BOUND_FRACTION.toFixed(2)} of bound, <= ${RAW_SLACK.toFixed(2)}x raw` : `>= ${TARGET_P1.toFixed(2)} eff (no bound), <= ${RAW_SLACK.toFixed(2)}x raw`,
       meets: rows.length > 0 && rows.every((r) => r.pass),
+      // No size rated (a quick run on a CPU device): not judged, rather than short of anything.
+      ...(rows.length > 0 && rows.every((r) => Number.isNaN(r.efficiency)) ? { skipped: 'not rated at any size (each says why)' } : {}),
       detail,
       figures,
       checks,
@@ -699,7 +704,8 @@ function effText(e: number): string {
 
 /** A bound's efficiency; where n/a and the efficiency is rated, the bound left no gain over sync beyond noise. */
 function boundText(r: Pick<SizeRow, 'effWhy'>, e: number): string {
-  return Number.isNaN(e) && !r.effWhy ? 'n/a (no gain over sync beyond noise)' : effText(e);
+  if (!Number.isNaN(e)) return effText(e);
+  return r.effWhy ? 'not rated (as the efficiency)' : 'n/a (no gain over sync beyond noise)';
 }
 
 /** A table cell: the figure rounded, or 'n/a' where it could not be rated (the table's verdict says why). */

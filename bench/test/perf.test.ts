@@ -127,10 +127,11 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     expect(p1Judge({ ...base, efficiency: 0.879, inRunBoundEfficiency: 0.916, libOverRaw: 1.03 }).pass).toBe(false);
     // Short of it: 0.499 against 0.546.
     expect(p1Judge({ ...base, efficiency: 0.499, inRunBoundEfficiency: 0.546 })).toMatchObject({ pass: false, verdict: 'FALL SHORT: 0.914 of bound < 0.95' });
-    // Nothing to overlap: no efficiency, no bound, the old target (which n/a cannot meet).
+    // Nothing to overlap: no efficiency, no bound: not rated (not 'eff n/a < 0.90'), and why.
     const n = p1Judge({ ...base, efficiency: Number.NaN, inRunBoundEfficiency: Number.NaN, sync: 10, ideal: 9.9 });
     expect(n.noBound).toMatch(/sync - ideal is 0\.100 ms, within the run's noise \(0\.300 ms: .*\): no gain from overlap to rate beyond noise/);
-    expect(n).toMatchObject({ pass: false, verdict: `FALL SHORT: no bound, so judged by the old target: eff n/a < ${TARGET_P1.toFixed(2)}` });
+    expect(n).toMatchObject({ pass: false, verdict: `NOT RATED: ${n.noBound}` });
+    expect(n.verdict).not.toMatch(/n\/a|FALL SHORT/);
     // A bound that leaves no gain over sync: the old target judges the efficiency.
     const g = p1Judge({ ...base, efficiency: 0.92, inRunBoundEfficiency: Number.NaN });
     expect(g.noBound).toMatch(/leaves no gain over sync/);
@@ -336,17 +337,18 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
         expect(r.libOverRaw, at).not.toBeNull();
         expect(r.libOverRaw!, at).toBeGreaterThan(0);
         expect(r.raw, at).toMatch(/\d/);
-        expect(r.verdict, at).toMatch(/^(PASS|FALL SHORT): /);
+        expect(r.verdict, at).toMatch(/^(PASS|FALL SHORT|NOT RATED): /);
         expect(r.pass, at).toBe(r.verdict.startsWith('PASS'));
-        // A bound, or the reason there is none (and the old target judged).
+        // A bound, or the reason there is none (and the old target judged, or nothing to rate).
         if (r.ofBound === null) {
           expect(r.bound, at).toMatch(/^no bound: \S/);
-          expect(r.verdict, at).toMatch(/no bound, so judged by the old target|^PASS/);
+          expect(r.verdict, at).toMatch(/no bound, so judged by the old target|^PASS|^NOT RATED: \S/);
         } else expect(Number.isFinite(r.ofBound), at).toBe(true);
         expect(`${r.measured} ${r.bound} ${r.raw} ${r.verdict}`, at).not.toMatch(/NaN|Infinity/);
       }
-      // The metric passes exactly when every row does (and its outputs verified).
+      // The metric passes exactly when every row does (and its outputs verified); with no row rated it is N/A.
       expect(m.pass, id).toBe(m.verified && b.rows.every((r) => r.pass));
+      if (b.rows.every((r) => r.verdict.startsWith('NOT RATED'))) expect(m.skipped, id).toMatch(/not rated/);
       for (const line of formatBounded(b)) expect(text, id).toContain(line);
     }
     expect(result.metrics.find((m) => m.id === 'P1')!.bounded!.rows.map((r) => r.label)).toEqual(['256 KiB', '1 MiB']);
@@ -360,7 +362,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     expect(text).not.toMatch(/slope -/);
     for (const m of text.matchAll(/the GPU work is already ([^(]*)\(/g)) expect(m[1], m[0]).toMatch(/^([\d.]+x the host work at [\d.]+ [KMG]iB(, )?)+ $/);
     // The metric lines print the ratio to the bound (or n/a), never NaN.
-    expect(text).toMatch(/^P1 +(n\/a|< -1|-?\d+\.\d+) (of bound( \(slower than sync\))? +target >= 0\.95 of bound|eff \((no bound|not rated: each size says why)\)( \(slower than sync\))? +target >= 0\.90 eff \(no bound\)), <= 1\.02x raw/m);
+    expect(text).toMatch(/^P1 +(n\/a|-|< -1|-?\d+\.\d+) (of bound( \(slower than sync\))? +target >= 0\.95 of bound|eff \((no bound|not rated: each size says why)\)( \(slower than sync\))? +target >= 0\.90 eff \(no bound\)), <= 1\.02x raw/m);
     if (ctx!.features.timestampQuery) {
       // SwiftShader has timestamps: P2 and P4 measured their bounds.
       const p2 = result.metrics.find((m) => m.id === 'P2')!;
