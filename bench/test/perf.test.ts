@@ -396,6 +396,11 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
     for (const t of result.tables) {
       expect(t.rows.length, t.id).toBeGreaterThan(1);
       expect(t.verdict, t.id).not.toBe('');
+      expect(new Set(t.columns).size, `${t.id}: no column twice`).toBe(t.columns.length);
+      for (const r of t.rows) expect(r.length, t.id).toBe(t.columns.length);
+      // 'flat' only where per-op cost stays within 2x either way.
+      const g = /host us\/op ([\d.]+) -> ([\d.]+) \(([\d.]+)x\), (\w+)/.exec(t.verdict);
+      if (g) expect(g[4] === 'flat', t.verdict).toBe(Number(g[3]) >= 0.5 && Number(g[3]) <= 2);
     }
     // With a heap probe (Node), the queued-ops table says what each queued op keeps alive.
     const ops = result.tables.find((t) => t.id === 'growth-ops')!;
