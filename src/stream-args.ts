@@ -38,5 +38,8 @@ export function copyRange(options: CopyOptions | undefined, srcSize: number, dst
 export function workgroupCounts(w: unknown, max: number, site: ErrorSite): [number, number, number] {
   const arr = typeof w === 'number' ? [w] : Array.isArray(w) ? w : null;
   if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
-  return [expectInteger('workgroups[0]', arr[0] ?? 1, 0, max, site), expectInteger('workgroups[1]', arr[1] ?? 1, 0, max, site), expectInteger('workgroups[2]', arr[2] ?? 1, 0, max, site)];
+  const counts: [number, number, number] = [expectInteger('workgroups[0]', arr[0] ?? 1, 0, max, site), expectInteger('workgroups[1]', arr[1] ?? 1, 0, max, site), expectInteger('workgroups[2]', arr[2] ?? 1, 0, max, site)];
+  // As CUDA refuses an empty grid (cudaErrorInvalidConfiguration); WebGPU would run nothing, and Dawn warns.
+  if (counts.includes(0)) throw new InvalidArgumentError(`\`workgroups\` ${showValue(w)} has a count of 0: a launch of no workgroups runs nothing (CUDA refuses an empty grid too); skip the launch when there is no work`, site);
+  return counts;
 }
