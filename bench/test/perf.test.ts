@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatBounded, formatMetricLine, formatPerf, perfGroups, runPerf, selectGroups, validatePerfResult, type PerfMetric, type PerfResult } from '../perf';
 import { BOUND_FRACTION, RAW_SLACK, boundRule, pairedRatioInterval, ratioText } from '../perf/common';
 import { medianInterval } from '../stats';
@@ -411,8 +411,10 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
 });
 
 describe.skipIf(!ctx)('bench:perf bundle (dist/cli/bench-perf.mjs)', () => {
-  const out = mkdtempSync(join(tmpdir(), 'webgpu-streams-perf-'));
-  afterAll(() => rmSync(out, { recursive: true, force: true }));
+  // Made when the tests run (a run filtered past them leaves no folder behind), removed after them.
+  let out = '';
+  beforeAll(() => void (out = mkdtempSync(join(tmpdir(), 'webgpu-streams-perf-'))));
+  afterAll(() => void (out && rmSync(out, { recursive: true, force: true })));
 
   it('is one file importing only webgpu and node: builtins, and runs', () => {
     const build = spawnSync('npx', ['vite', 'build', '--mode', 'cli-bench-perf', '--logLevel', 'warn'], { cwd: root, encoding: 'utf8' });
