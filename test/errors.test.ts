@@ -155,6 +155,20 @@ describe('call sites found deep in a check', () => {
     borrower.destroy();
   });
 
+  it('work cut short by ctx.destroy() fails with an error naming each stream\'s first op and its line, the destroy as its cause', async () => {
+    const c = await gpuContext({ label: 'doomed' });
+    const s = c.createStream({ label: 'pending' });
+    const d = c.alloc(64);
+    s.hostFn(() => new Promise(() => {})); // never settles: still running at destroy
+    s.upload(new Uint32Array(16), d);
+    const done = s.synchronize().then(() => null, (e: unknown) => e as StreamError);
+    c.destroy();
+    const err = await done;
+    expect(err).toMatchObject({ name: 'DestroyedError', op: 'hostFn', stream: 'pending', context: 'doomed', message: expect.stringMatching(/destroyed by ctx\.destroy\(\) before this work completed/) });
+    expect(err!.callSite).toMatch(/^at .*errors\.test\.ts/);
+    expect(err!.cause).toMatchObject({ name: 'DestroyedError', op: undefined, context: 'doomed' });
+  });
+
   it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {
     const own = fileURLToPath(new URL('../src/stream.ts', import.meta.url));
     const site = new Error('x');

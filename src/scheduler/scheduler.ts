@@ -12,7 +12,7 @@
  * - Completion and host functions: complete.ts. Isolation: an op the call could not fully check
  *   goes in a submit of its own; what depends on it waits for its validation.
  */
-import { AbortError, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
+import { AbortError, atCall, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
 import type { DeviceResource } from '../memory.js';
 import { NONE, Op, OpTimes, StreamQueue, addDep, withItem, type Payload, type QueueOwner } from '../op.js';
 import type { Trace } from '../trace.js';
@@ -413,7 +413,11 @@ export class Scheduler implements QueueOwner {
     all.push(...completer.takeQueuedHostFns(), ...completer.runningHost);
     for (const b of completer.inFlightBatches) all.push(...b.ops);
     completer.inFlightBatches.length = 0;
-    for (const op of all) completer.fail(op, err);
+    // Each stream's first op (the failure its synchronize reports) gets an error naming it, the
+    // close as its cause; the rest share the close's (one error per stream, not per queued op).
+    const first = new Map<StreamQueue, Op>();
+    for (const op of all) if (!op.done && (first.get(op.stream)?.id ?? Infinity) > op.id) first.set(op.stream, op);
+    for (const op of all) completer.fail(op, first.get(op.stream) === op ? atCall(err, op.site()) : err);
     for (const r of this.#waiters) r.reject(err);
     this.#waiters.clear();
     this.#orderWaits.length = 0; // their ops failed above: done, waiters called

@@ -22,11 +22,14 @@ export async function synchronizeQueue(s: Scheduler, q: StreamQueue, signal?: Ab
   q.waiting++;
   try {
     if (tail) await s.whenDone(tail, signal, `stream '${q.label}'.synchronize()`);
+  } catch (e) {
+    // Closed meanwhile: the stream's own failure where its work was cut short (it names the op).
+    throw (e === s.closed && q.failureIn(from, upTo)) || e;
   } finally {
     q.waiting--;
   }
   joinHost(clock);
-  if (s.closed) throw s.closed;
+  if (s.closed) throw q.failureIn(from, upTo) ?? s.closed;
   const err = q.failureIn(from, upTo);
   if (upTo > q.reportedStream) q.reportedStream = upTo;
   q.reported(err);
