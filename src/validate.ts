@@ -42,8 +42,10 @@ export function expectObject(name: string, value: unknown, site: ErrorSite = {})
   return value as Record<string, unknown>;
 }
 
-/** Throws on keys not in `allowed`: a typo in an option name should not pass silently. */
-/** Throws on a key not in `allowed` (listed in the message) or `hidden` (allowed, not listed: internal options). */
+/**
+ * Throws on a key not in `allowed` (listed in the message) or `hidden` (allowed, not listed: internal
+ * options): a typo in an option name should not pass silently.
+ */
 export function expectKnownKeys(name: string, obj: Record<string, unknown>, allowed: readonly string[], site: ErrorSite = {}, hidden: readonly string[] = []): void {
   for (const key of Object.keys(obj)) {
     if (!allowed.includes(key) && !hidden.includes(key)) {

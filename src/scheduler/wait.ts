@@ -29,8 +29,8 @@ export async function synchronizeQueue(s: Scheduler, q: StreamQueue, signal?: Ab
     q.waiting--;
   }
   joinHost(clock);
-  if (s.closed) throw q.failureIn(from, upTo) ?? s.closed;
   const err = q.failureIn(from, upTo);
+  if (s.closed) throw err ?? s.closed;
   if (upTo > q.reportedStream) q.reportedStream = upTo;
   q.reported(err);
   if (err) throw err;
