@@ -172,9 +172,9 @@ export class PinnedBuffer {
    * Resolves at once when it already does.
    */
   ready(): Promise<void> {
-    if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, { op: 'ready', context: this.#host.label }));
+    if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('ready')));
     const closed = this.#host.closed();
-    if (closed) return Promise.reject(closed);
+    if (closed) return Promise.reject(atCall(closed, this.#at('ready')));
     if (this.#owned()) {
       joinHost(this.usersClock);
       return Promise.resolve();
@@ -209,7 +209,7 @@ export class PinnedBuffer {
    * down.unmap(); // the next download into it needs no unmap, and V8 sees the memory go
    */
   unmap(): void {
-    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'unmap', context: this.#host.label });
+    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, this.#at('unmap'));
     if (this.#owned()) this.unmapForGpu();
   }
 
@@ -217,7 +217,7 @@ export class PinnedBuffer {
   destroy(): void {
     if (this.#destroyRequested) return;
     this.#destroyRequested = true;
-    const err = new DestroyedError(`pinned buffer '${this.label}' was destroyed while waiting for ready()`, { op: 'ready', context: this.#host.label });
+    const err = new DestroyedError(`pinned buffer '${this.label}' was destroyed while waiting for ready()`, this.#at('ready'));
     for (const f of this.#failWaiters) f(err);
     this.#waiters = [];
     this.#failWaiters = [];
@@ -353,22 +353,27 @@ export class PinnedBuffer {
     return view;
   }
 
+  /** Where this buffer's errors happen: `op` in its context. */
+  #at(op: string): { op: string; context: string } {
+    return { op, context: this.#host.label };
+  }
+
   #viewsOrThrow(): Views {
-    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, { op: 'view', context: this.#host.label });
+    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, this.#at('view'));
     const closed = this.#host.closed();
-    if (closed) throw atCall(closed, { op: 'view', context: this.#host.label });
+    if (closed) throw atCall(closed, this.#at('view'));
     // Before the ownership check: a race is reported even where this run happens to catch it.
     if (!this.internal) this.#host.sanitizer?.hostAccess(this);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id > h.id) h = c;
       if (!h && this.state === 'unmapped') {
-        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, { op: 'view', context: this.#host.label });
+        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, this.#at('view'));
       }
       const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
         `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued on that stream before that op, or use another buffer`,
-        h ? { op: 'view', stream: h.stream.label, context: this.#host.label } : { op: 'view', context: this.#host.label },
+        h ? { ...this.#at('view'), stream: h.stream.label } : this.#at('view'),
       );
     }
     return (this.#views ??= { range: this.buffer.getMappedRange() });

@@ -138,8 +138,12 @@ describe('call sites found deep in a check', () => {
   it('a call on a context whose device is gone names that call, and the loss as its cause', async () => {
     const owner = await gpuContext({ label: 'owner' });
     const borrower = await createContext({ device: owner.device, label: 'borrower' });
+    const pinned = borrower.allocHost(64, 'download');
     owner.destroy();
     await borrower.lost;
+    // A pinned buffer's wait and its views name themselves alike.
+    await expect(pinned.ready()).rejects.toMatchObject({ name: 'DeviceLostError', op: 'ready', context: 'borrower' });
+    expect(() => pinned.u32).toThrow(expect.objectContaining({ name: 'DeviceLostError', op: 'view', context: 'borrower' }));
     const tries: [string, () => unknown][] = [['alloc', () => borrower.alloc(64)], ['createStream', () => borrower.createStream()]];
     for (const [op, call] of tries) {
       let err: StreamError | undefined;
