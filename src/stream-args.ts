@@ -11,7 +11,7 @@ export interface CopyOptions {
   srcOffset?: number;
   /** @default 0 */
   dstOffset?: number;
-  /** @default what fits: min(src size - srcOffset, dst size - dstOffset) */
+  /** @default the rest of the source (src size - srcOffset); a source larger than the destination's room is refused */
   size?: number;
 }
 
@@ -20,18 +20,27 @@ const COPY_KEYS = ['srcOffset', 'dstOffset', 'size'] as const;
 /** A transfer's offsets and size, checked against both sides (multiples of 4, in bounds). */
 export function copyRange(options: CopyOptions | undefined, srcSize: number, dstSize: number, srcLabel: string, dstLabel: string, site: ErrorSite): { srcOffset: number; dstOffset: number; size: number } {
   if (options === undefined) {
-    const size = Math.min(srcSize, dstSize);
-    if (size % 4 !== 0) expectAligned('size', size, 4, site);
-    return { srcOffset: 0, dstOffset: 0, size };
+    if (srcSize > dstSize) cutShort(srcSize, dstSize, 0, 0, srcLabel, dstLabel, site);
+    if (srcSize % 4 !== 0) expectAligned('size', srcSize, 4, site);
+    return { srcOffset: 0, dstOffset: 0, size: srcSize };
   }
   const o = expectObject('options', options, site);
   expectKnownKeys('options', o, COPY_KEYS, site);
   const srcOffset = expectAligned('srcOffset', expectInteger('srcOffset', o.srcOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
   const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
-  const size = expectAligned('size', expectInteger('size', o.size ?? Math.min(srcSize - srcOffset, dstSize - dstOffset), 0, Number.MAX_SAFE_INTEGER, site), 4, site);
+  if (o.size === undefined && srcOffset <= srcSize && srcSize - srcOffset > dstSize - dstOffset) cutShort(srcSize, dstSize, srcOffset, dstOffset, srcLabel, dstLabel, site);
+  const size = expectAligned('size', expectInteger('size', o.size ?? srcSize - srcOffset, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
   if (srcOffset + size > srcSize) throw new InvalidArgumentError(`range [${srcOffset}, ${srcOffset + size}) is out of bounds of source '${srcLabel}' (${srcSize} bytes)`, site);
   if (dstOffset + size > dstSize) throw new InvalidArgumentError(`range [${dstOffset}, ${dstOffset + size}) is out of bounds of destination '${dstLabel}' (${dstSize} bytes)`, site);
   return { srcOffset, dstOffset, size };
+}
+
+/** A transfer without `size` whose source holds more than its destination takes: refused, as PyTorch's `copy_` refuses mismatched sizes, rather than cut short silently. */
+function cutShort(srcSize: number, dstSize: number, srcOffset: number, dstOffset: number, srcLabel: string, dstLabel: string, site: ErrorSite): never {
+  const src = srcSize - srcOffset;
+  const dst = dstSize - dstOffset;
+  const at = (o: number): string => (o ? ` from offset ${o}` : '');
+  throw new InvalidArgumentError(`source '${srcLabel}'${at(srcOffset)} (${src} bytes) is larger than destination '${dstLabel}'${at(dstOffset)} (${dst} bytes): ${src - dst} bytes would be left out; pass \`{ size }\` to move part of it`, site);
 }
 
 /** Workgroup counts [x, y, z] from a number or [x, y?, z?], each at most `max`. */

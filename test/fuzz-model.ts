@@ -206,7 +206,7 @@ const join = (into: number[], from: readonly number[]): void => {
 
 /** Size in words that a transfer moves with `range` between resources of `srcWords` and `dstWords`. */
 export function rangeSize(r: Range, srcWords: number, dstWords: number): number {
-  return r.size ?? Math.min(srcWords - r.srcOff, dstWords - r.dstOff);
+  return r.size ?? srcWords - r.srcOff; // the library's default: the rest of the source (it fits, or the call throws)
 }
 
 /** Device-side resources: what ops of a stream on that device may bind, copy, upload to and download from. */
@@ -792,12 +792,13 @@ export class Generator {
       ['defaultSize', 2],
       ['empty', 0.3],
     ]);
-    if (form === 'none') return { srcOff: 0, dstOff: 0, size: null, withOptions: false };
+    // Without a size, a source larger than the destination's room is refused at the call: give it one.
+    if (form === 'none') return srcWords <= dstWords ? { srcOff: 0, dstOff: 0, size: null, withOptions: false } : { srcOff: 0, dstOff: 0, size: dstWords, withOptions: true };
     if (form === 'full') return { srcOff: 0, dstOff: 0, size: Math.min(srcWords, dstWords), withOptions: true };
     const size = form === 'empty' ? 0 : this.int(1, Math.min(srcWords, dstWords));
     const srcOff = this.int(0, srcWords - size);
     const dstOff = this.int(0, dstWords - size);
-    if (form === 'defaultSize') return { srcOff, dstOff, size: null, withOptions: true };
+    if (form === 'defaultSize') return { srcOff, dstOff, size: srcWords - srcOff <= dstWords - dstOff ? null : size, withOptions: true };
     return { srcOff, dstOff, size, withOptions: true };
   }
 

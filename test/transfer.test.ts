@@ -77,6 +77,42 @@ describe('pageable uploads and downloads', () => {
     expect(() => s.upload(arr, buf)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/detached/) }));
     expect(() => s.download(buf, arr)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'download' }));
   });
+
+  it('without a size, a source larger than its destination throws at the call (nothing dropped silently); a smaller one fills a prefix', async () => {
+    const seed = randomSeed();
+    const r = rng(seed);
+    const s = ctx.createStream({ label: 'sizes' });
+    const other = ctx.createStream({ label: 'bystander' });
+    const keep = r.u32Array(32);
+    const kept = ctx.alloc(128, { label: 'kept' });
+    other.upload(keep, kept);
+    const small = ctx.alloc(64, { label: 'small' });
+    const big = ctx.alloc(256, { label: 'big' });
+    const up = ctx.allocHost(128, 'upload', { label: 'up' });
+    const sizeError = (op: string, src: string, dst: string) =>
+      expect.objectContaining({ name: 'InvalidArgumentError', op, stream: 'sizes', message: expect.stringMatching(new RegExp(`source '${src}'.* is larger than destination '${dst}'.*pass \`\\{ size \\}\``)) });
+    expect(() => s.upload(r.u32Array(32), small)).toThrow(sizeError('upload', 'src', 'small'));
+    expect(() => s.upload(up, small)).toThrow(sizeError('upload', 'up', 'small'));
+    expect(() => s.copy(big, small)).toThrow(sizeError('copy', 'big', 'small'));
+    expect(() => s.download(big, new Uint32Array(16))).toThrow(sizeError('download', 'big', 'dst'));
+    expect(() => s.copy(big, small, { srcOffset: 128, dstOffset: 16 })).toThrow(expect.objectContaining({ message: expect.stringMatching(/from offset 128 \(128 bytes\).*from offset 16 \(48 bytes\): 80 bytes would be left out/) }));
+    // A smaller source fills a prefix; `size` moves part of a larger one.
+    const data = r.u32Array(64);
+    const before = r.u32Array(64);
+    s.upload(before, big);
+    s.upload(data.subarray(0, 16), big);
+    s.copy(big, small, { size: 64 });
+    const outBig = new Uint32Array(64), outSmall = new Uint32Array(16), outKept = new Uint32Array(32);
+    s.download(big, outBig);
+    s.download(small, outSmall);
+    other.download(kept, outKept);
+    await ctx.synchronize();
+    const want = before.slice();
+    want.set(data.subarray(0, 16));
+    expect(firstMismatch(outBig, want), `seed ${seed}`).toBeNull();
+    expect(firstMismatch(outSmall, want.subarray(0, 16)), `seed ${seed}`).toBeNull();
+    expect(firstMismatch(outKept, keep), `seed ${seed}`).toBeNull();
+  });
 });
 
 describe('pageable uploads in pieces', () => {

@@ -199,7 +199,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
       const s = ctx.createStream({ label: `bad: ${what}`, nonBlocking: true });
       const small = ctx.alloc(4096, { label: 'small' });
       const id = s.uploadFrom(source(), small, opts);
-      const later = s.download(small, new Uint8Array(16));
+      const later = s.download(small, new Uint8Array(16), { size: 16 });
       const err = await s.synchronize().then(() => null, (e: unknown) => e);
       expect(err, what).toBeInstanceOf(UploadSourceError);
       expect((err as Error).message, what).toMatch(message);
@@ -325,7 +325,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
       },
     };
     s.uploadFrom(flaky, dst);
-    const next = s.download(dst, new Uint8Array(4));
+    const next = s.download(dst, new Uint8Array(4), { size: 4 });
     const err = await s.synchronize().then(() => null, (e: unknown) => e);
     expect(err).toBeInstanceOf(UploadSourceError);
     expect((err as Error).message).toMatch(/reading 'flaky.bin' at byte \d+ failed/);
