@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
-import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
+import { AggregateStreamError, createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { bucketSize } from '../src/transfer.js';
 import { reflectWgsl } from '../src/wgsl.js';
 import { formatSite } from '../src/errors.js';
@@ -165,12 +165,20 @@ describe('call sites found deep in a check', () => {
     const d = c.alloc(64);
     s.hostFn(() => new Promise(() => {})); // never settles: still running at destroy
     s.upload(new Uint32Array(16), d);
+    const t = c.createStream({ label: 'also pending' });
+    t.hostFn(() => new Promise(() => {}));
     const done = s.synchronize().then(() => null, (e: unknown) => e as StreamError);
+    const all = c.synchronize().then(() => null, (e: unknown) => e as AggregateStreamError);
     c.destroy();
     const err = await done;
     expect(err).toMatchObject({ name: 'DestroyedError', op: 'hostFn', stream: 'pending', context: 'doomed', message: expect.stringMatching(/destroyed by ctx\.destroy\(\) before this work completed/) });
     expect(err!.callSite).toMatch(/^at .*errors\.test\.ts/);
     expect(err!.cause).toMatchObject({ name: 'DestroyedError', op: undefined, context: 'doomed' });
+    // ctx.synchronize() in flight reports each stream's cut-short op too, not the bare destroy.
+    const agg = await all;
+    expect(agg).toMatchObject({ name: 'AggregateStreamError', op: 'synchronize', context: 'doomed' });
+    expect(agg!.errors.map((e) => [e.name, e.op, e.stream])).toEqual([['DestroyedError', 'hostFn', 'pending'], ['DestroyedError', 'hostFn', 'also pending']]);
+    expect(agg!.errors.every((e) => /^at .*errors\.test\.ts/.test(e.callSite ?? ''))).toBe(true);
   });
 
   it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {

@@ -50,19 +50,29 @@ export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promis
   for (const m of marks) m.q.waiting++;
   try {
     await Promise.all(tails.map((t) => s.whenDone(t, signal)));
+  } catch (e) {
+    // Closed meanwhile: the streams' own failures where their work was cut short (each names its op).
+    throw (e === s.closed && oneOrAll(s, marks.map(({ q, from, upTo }) => q.failureIn(from, upTo)))) || e;
   } finally {
     for (const m of marks) m.q.waiting--;
   }
   for (const m of marks) joinHost(m.clock);
-  if (s.closed) throw s.closed;
-  const errors: StreamError[] = [];
+  if (s.closed) throw oneOrAll(s, marks.map(({ q, from, upTo }) => q.failureIn(from, upTo))) ?? s.closed;
+  const errors: (StreamError | undefined)[] = [];
   for (const { q, from, upTo } of marks) {
     const err = q.failureIn(from, upTo);
     if (upTo > q.reportedCtx) q.reportedCtx = upTo;
     q.reported(err);
-    if (err) errors.push(err);
+    errors.push(err);
   }
   s.prune();
-  if (errors.length === 1) throw errors[0];
-  if (errors.length > 1) throw new AggregateStreamError(errors, { op: 'synchronize', context: s.label });
+  const err = oneOrAll(s, errors);
+  if (err) throw err;
+}
+
+/** One stream's failure as it is, several as an AggregateStreamError, none as null. */
+function oneOrAll(s: Scheduler, failures: (StreamError | undefined)[]): StreamError | null {
+  const errors = failures.filter((e): e is StreamError => e !== undefined);
+  if (errors.length <= 1) return errors[0] ?? null;
+  return new AggregateStreamError(errors, { op: 'synchronize', context: s.label });
 }
