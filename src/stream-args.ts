@@ -28,7 +28,9 @@ export function copyRange(options: CopyOptions | undefined, srcSize: number, dst
   expectKnownKeys('options', o, COPY_KEYS, site);
   const srcOffset = expectAligned('srcOffset', expectInteger('srcOffset', o.srcOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
   const dstOffset = expectAligned('dstOffset', expectInteger('dstOffset', o.dstOffset ?? 0, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
-  if (o.size === undefined && srcOffset <= srcSize && srcSize - srcOffset > dstSize - dstOffset) cutShort(srcSize, dstSize, srcOffset, dstOffset, srcLabel, dstLabel, site);
+  if (srcOffset > srcSize) throw new InvalidArgumentError(`srcOffset ${srcOffset} is past the end of source '${srcLabel}' (${srcSize} bytes)`, site);
+  if (dstOffset > dstSize) throw new InvalidArgumentError(`dstOffset ${dstOffset} is past the end of destination '${dstLabel}' (${dstSize} bytes)`, site);
+  if (o.size === undefined && srcSize - srcOffset > dstSize - dstOffset) cutShort(srcSize, dstSize, srcOffset, dstOffset, srcLabel, dstLabel, site);
   const size = expectAligned('size', expectInteger('size', o.size ?? srcSize - srcOffset, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
   if (srcOffset + size > srcSize) throw new InvalidArgumentError(`range [${srcOffset}, ${srcOffset + size}) is out of bounds of source '${srcLabel}' (${srcSize} bytes)`, site);
   if (dstOffset + size > dstSize) throw new InvalidArgumentError(`range [${dstOffset}, ${dstOffset + size}) is out of bounds of destination '${dstLabel}' (${dstSize} bytes)`, site);

@@ -96,6 +96,8 @@ describe('pageable uploads and downloads', () => {
     expect(() => s.copy(big, small)).toThrow(sizeError('copy', 'big', 'small'));
     expect(() => s.download(big, new Uint32Array(16))).toThrow(sizeError('download', 'big', 'dst'));
     expect(() => s.copy(big, small, { srcOffset: 128, dstOffset: 16 })).toThrow(expect.objectContaining({ message: expect.stringMatching(/from offset 128 \(128 bytes\).*from offset 16 \(48 bytes\): 80 bytes would be left out/) }));
+    expect(() => s.copy(big, small, { srcOffset: 260 })).toThrow(expect.objectContaining({ op: 'copy', message: expect.stringMatching(/: srcOffset 260 is past the end of source 'big' \(256 bytes\)$/m) }));
+    expect(() => s.copy(small, big, { dstOffset: 260 })).toThrow(expect.objectContaining({ op: 'copy', message: expect.stringMatching(/: dstOffset 260 is past the end of destination 'big' \(256 bytes\)$/m) }));
     // A smaller source fills a prefix; `size` moves part of a larger one.
     const data = r.u32Array(64);
     const before = r.u32Array(64);
