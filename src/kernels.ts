@@ -50,6 +50,8 @@ export class Kernel {
   readonly #pipelines = new Map<string, PipelineEntry>();
   /** Each override by its key: its name, its WGSL type where the declaration says it, and the values that type holds. */
   readonly #overrideInfo: Map<string, { name: string; type: string | undefined; range: readonly [number, number] }>;
+  /** Overrides without an initializer: every launch gives them a value. */
+  readonly #required: string[];
   /** The last one-constant launch's constant and pipeline. */
   #last: { name: string; value: number; entry: PipelineEntry } | null = null;
   /** Bind groups by their resources, a level per resource: weak, so a cached group keeps no buffer alive. */
@@ -83,6 +85,7 @@ export class Kernel {
         return [o.key, { name: o.name, type, range: (type && OVERRIDE_RANGE[type]) || ANY_NUMBER }];
       }),
     );
+    this.#required = info.overrides.filter((o) => !o.rest.includes('=')).map((o) => o.key);
     this.workgroupSize = info.workgroupSize;
     this.#device = device;
     // Compile errors go to this kernel's own scope, reported on its launches, never to the device.
@@ -191,11 +194,18 @@ export class Kernel {
 
   /** Checks override constants against the WGSL; throws InvalidArgumentError naming the bad key. */
   checkConstants(constants: unknown, site: ErrorSite): Record<string, number> | undefined {
+    for (let i = 0; i < this.#required.length; i++) {
+      const k = this.#required[i]!;
+      if (constants === undefined || constants === null || typeof constants !== 'object' || !Object.hasOwn(constants, k)) {
+        throw new InvalidArgumentError(`override \`${k}\` of kernel '${this.label}' has no initializer in the WGSL: every launch gives it a value (\`constants: { ${k}: ... }\`)`, site);
+      }
+    }
     if (constants === undefined) return undefined;
     if (typeof constants !== 'object' || constants === null) throw new InvalidArgumentError(`Expected \`constants\` to be an object of override values`, site);
     let bools = false;
     for (const k in constants) {
-      if (!Object.hasOwn(constants, k)) continue;
+      // WebGPU reads own properties only: an inherited value would be dropped (or, in Dawn's Node binding, read), so refuse it.
+      if (!Object.hasOwn(constants, k)) throw new InvalidArgumentError(`override value \`${k}\` is inherited from the prototype of \`constants\`; WebGPU reads own properties only: pass a plain object ({ ...values })`, site);
       const v = (constants as Record<string, unknown>)[k];
       const o = this.#overrideInfo.get(k);
       if (!o) {
@@ -204,12 +214,12 @@ export class Kernel {
         throw new InvalidArgumentError(`kernel '${this.label}' has no override \`${k}\`; it declares ${this.overrides.length ? this.overrides.map((x) => `\`${x}\``).join(', ') : 'none'}`, site);
       }
       // A double, as WebGPU takes it (a boolean converts), representable in the override's type.
+      // Integer types truncate, after the range check (-0.5 is no u32).
       if (typeof v === 'boolean') bools = true;
       const x = typeof v === 'boolean' ? Number(v) : v;
       const t = o.type;
       const [lo, hi] = o.range;
-      const y = t === 'u32' || t === 'i32' ? Math.trunc(x as number) : x;
-      if (typeof y !== 'number' || !Number.isFinite(y) || y < lo || y > hi) throw new InvalidArgumentError(`Expected override \`${k}\`${t ? ` (${t})` : ''} to be a finite number${t && t !== 'bool' ? ` from ${lo} to ${hi}` : ''}, got \`${String(v)}\``, site);
+      if (typeof x !== 'number' || !Number.isFinite(x) || x < lo || x > hi) throw new InvalidArgumentError(`Expected override \`${k}\`${t ? ` (${t})` : ''} to be a finite number${t && t !== 'bool' ? ` from ${lo} to ${hi}` : ''}, got ${showValue(v)}`, site);
     }
     // Dawn's Node binding takes numbers only: true and false go as 1 and 0.
     return bools ? Object.fromEntries(Object.entries(constants).map(([k, v]) => [k, Number(v)])) : (constants as Record<string, number>);

@@ -77,6 +77,43 @@ describe('override constants are checked at the call as WebGPU reads them', () =
     await s.synchronize();
     expect([...out]).toEqual([3, 2.5, 1, -7]);
   });
+
+  it('refuses at the call what Dawn would throw a bare TypeError for, fail later on, or read from a prototype; an override without initializer needs a value', async () => {
+    const k = ctx.kernel(`override n: u32 = 1u; override scale: f32 = 1.0;
+@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(1) fn main() { y[0] = scale * f32(n); }`, { label: 'scaled' });
+    const s = ctx.createStream({ label: 'constants' });
+    const d = ctx.alloc(16);
+    const launch = (constants: unknown): number => s.launch(k, { bindings: [d], workgroups: 1, constants: constants as Record<string, number> });
+    const refused = (constants: unknown, message: RegExp): void => {
+      expect(() => launch(constants)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'launch', stream: 'constants', message: expect.stringMatching(message) }));
+    };
+    refused({ n: '3' }, /override `n` \(u32\) to be a finite number .*got `"3"`/);
+    refused({ n: 3n }, /override `n` \(u32\) to be a finite number/);
+    refused({ n: -0.5 }, /override `n` \(u32\) to be a finite number from 0/);
+    refused(Object.create({ scale: 3 }), /`scale` is inherited from the prototype of `constants`/);
+    // A prototype's value neither runs nor sticks to the pipeline cache: the next launches get what they pass.
+    const got = async (constants?: Record<string, number>): Promise<number> => {
+      launch(constants);
+      const out = new Float32Array(1);
+      s.download(d, out, { size: 4 });
+      await s.synchronize();
+      return out[0]!;
+    };
+    expect(await got({ scale: 4 })).toBe(4);
+    expect(await got()).toBe(1);
+    const r = ctx.kernel(`@id(7) override m: i32; @group(0) @binding(0) var<storage, read_write> y: array<i32>;
+@compute @workgroup_size(1) fn main() { y[0] = m; }`, { label: 'required' });
+    for (const constants of [undefined, {}]) {
+      expect(() => s.launch(r, { bindings: [d], workgroups: 1, ...(constants ? { constants } : {}) })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringMatching(/override `7` of kernel 'required' has no initializer in the WGSL: every launch gives it a value/) }));
+    }
+    s.launch(r, { bindings: [d], workgroups: 1, constants: { 7: -9 } });
+    const out = new Int32Array(1);
+    s.download(d, out, { size: 4 });
+    await s.synchronize();
+    expect(out[0]).toBe(-9);
+    expect(ctx.errors).toEqual([]);
+  });
 });
 
 describe('bind group cache', () => {
