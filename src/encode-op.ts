@@ -29,14 +29,27 @@ export interface EncodeOptions {
 
 type Unwrap = (b: unknown, what: string, site: ErrorSite) => { buffer: GPUBuffer; label: string; size: number };
 
-/** `list` checked to be command buffers (finished encoders, not yet submitted: a submit takes each once). */
+/** Command buffers given to an `encode` already: a submit takes each once. */
+const taken = new WeakSet<object>();
+
+/** `list` checked to be command buffers (finished encoders, not given to an `encode` before: a submit takes each once). */
 export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCommandBuffer[] {
   const type = (globalThis as { GPUCommandBuffer?: abstract new () => unknown }).GPUCommandBuffer;
   list.forEach((x, i) => {
     const ok = type ? x instanceof type : typeof x === 'object' && x !== null && typeof (x as GPUCommandEncoder).finish !== 'function' && !('size' in x);
     if (!ok) throw new InvalidArgumentError(`Expected \`commands[${i}]\` to be a GPUCommandBuffer (encoder.finish()), got ${showValue(x)}`, site);
+    if (taken.has(x as object) || list.indexOf(x) !== i) throw new InvalidArgumentError(`\`commands[${i}]\` was given to stream.encode() before: WebGPU submits a command buffer once; record the commands again`, site);
   });
+  for (const x of list) taken.add(x as object);
   return list.slice() as GPUCommandBuffer[];
+}
+
+/** `fn` records synchronously: an async function would record after its op's encoder is finished. */
+export function checkSyncRecorder(fn: unknown, site: ErrorSite): void {
+  const ctor = (fn as { constructor?: { name?: string } }).constructor?.name;
+  if (ctor === 'AsyncFunction' || ctor === 'AsyncGeneratorFunction') {
+    throw new InvalidArgumentError('`commands` is an async function: it runs while its op is encoded, and what it records after an `await` lands in a finished encoder. Await first, then call stream.encode() with a function that records synchronously', site);
+  }
 }
 
 /** The byte ranges `list` (option `what`) declares; DeviceBuffers among them go into `tracked`. */

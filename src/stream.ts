@@ -6,7 +6,7 @@
  */
 import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { argName, CallSite, type Site } from './call-site.js';
-import { commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
+import { checkSyncRecorder, commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
 import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
 import { GpuEvent } from './event.js';
 import { joinHost, retireStreamClock } from './clock.js';
@@ -239,7 +239,7 @@ export class Stream {
   encode(commands: ((encoder: GPUCommandEncoder) => void) | readonly GPUCommandBuffer[], options: EncodeOptions = {}): number {
     const site = this.#site('encode', true);
     const list = Array.isArray(commands) ? commandBuffers(commands, site) : null;
-    if (!list) expectFunction('commands', commands, site);
+    if (!list) checkSyncRecorder(expectFunction('commands', commands, site), site);
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['reads', 'writes', 'label'], site);
     const tracked: DeviceBuffer[] = [];

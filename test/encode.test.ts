@@ -89,6 +89,27 @@ describe(`stream.encode (seed ${seed})`, () => {
     expect(firstMismatch(after, x), `seed ${seed}`).toBeNull();
   });
 
+  it('an async recorder is refused at the call; a function returning a promise fails its op (nothing recorded after its await is lost silently)', async () => {
+    const n = 256;
+    const x = r.f32Array(n, -5, 5);
+    const buf = ctx.alloc(n * 4, { label: 'kept' });
+    const s = ctx.createStream({ label: 'async encode' });
+    expect(() => s.encode(async (enc) => enc.clearBuffer(buf.buffer))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'encode', stream: 'async encode', message: expect.stringMatching(/is an async function/) }));
+    s.upload(x, buf);
+    s.encode((enc) => {
+      enc.clearBuffer(buf.buffer);
+      return new Promise<void>((done) => setTimeout(done, 1));
+    });
+    const err = await s.synchronize().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgumentError);
+    expect(err).toMatchObject({ op: 'encode', stream: 'async encode', message: expect.stringMatching(/returned a promise: it must record synchronously/) });
+    // The op's batch was not submitted: the clear it recorded never ran.
+    const back = new Float32Array(n);
+    s.download(buf, back);
+    await s.synchronize();
+    expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+  });
+
   it('commands WebGPU rejects fail that op with GpuValidationError; other streams and their data are intact', async () => {
     const n = 128;
     const x = r.f32Array(n);
@@ -158,7 +179,13 @@ describe(`stream.encode (seed ${seed})`, () => {
     s.download(sum, got);
     await s.synchronize();
     expect(firstMismatch(got, vectorAddRef(x, x)), `seed ${seed}`).toBeNull();
-    s.encode([cb]); // a command buffer is submitted once
+    // A command buffer is submitted once: given to encode() again, refused at the call; submitted by the app first, that op fails.
+    expect(() => s.encode([cb])).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'encode', message: expect.stringMatching(/`commands\[0\]` was given to stream.encode\(\) before/) }));
+    const fresh = ctx.device.createCommandEncoder().finish();
+    expect(() => s.encode([fresh, fresh])).toThrow(/`commands\[1\]` was given to stream.encode\(\) before/);
+    const own = ctx.device.createCommandEncoder().finish();
+    ctx.device.queue.submit([own]);
+    s.encode([own]);
     await expect(s.synchronize()).rejects.toBeInstanceOf(GpuValidationError);
     expect(() => s.encode([ctx.device.createCommandEncoder() as never])).toThrow(/commands\[0\]/);
     expect(ctx.errors).toEqual([]);

@@ -97,7 +97,7 @@ export class Completer {
       const op = b.ops[0]!;
       void device.popErrorScope().catch(() => undefined);
       if (b.ts) this.encoder.releaseTimestamps(b.ts);
-      this.fail(op, new HostFnError(`the encode callback threw: ${describeThrown(b.thrown)}`, { ...op.site(), cause: b.thrown }));
+      this.fail(op, b.thrown instanceof InvalidArgumentError ? b.thrown : new HostFnError(`the encode callback threw: ${describeThrown(b.thrown)}`, { ...op.site(), cause: b.thrown }));
       return;
     }
     const cmd = this.encoder.finish(b);

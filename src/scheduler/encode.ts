@@ -2,6 +2,7 @@
  * Encoding: GPU ops go into one command encoder per batch (one batch, one submit), each as a copy
  * or a compute pass, with timestamp queries where an event or the GPU trace wants them.
  */
+import { InvalidArgumentError } from '../errors.js';
 import { BufferUsage } from '../gpu-constants.js';
 import type { Op } from '../op.js';
 import type { PinnedBuffer } from '../pinned.js';
@@ -150,7 +151,14 @@ export class Encoder {
         // buffers from elsewhere run after the batch's own: no timestamps around them.
         if (p.commandBuffers) b.extra = p.commandBuffers;
         try {
-          this.#bracketed(b, op, timed && p.fn !== null, () => p.fn?.(enc));
+          this.#bracketed(b, op, timed && p.fn !== null, () => {
+            const r: unknown = p.fn?.(enc);
+            // A promise: what it records after an await lands in a finished encoder. Fail the op, not silently.
+            if (r !== null && (typeof r === 'object' || typeof r === 'function') && typeof (r as PromiseLike<unknown>).then === 'function') {
+              void Promise.resolve(r).catch(() => undefined);
+              throw new InvalidArgumentError('the encode callback returned a promise: it must record synchronously (what it records after an `await` lands in a finished encoder); await first, then call stream.encode()', op.site());
+            }
+          });
         } catch (e) {
           b.thrown = e;
         }
