@@ -83,11 +83,29 @@ export { show as showValue };
 
 /** Throws when `view`'s buffer was detached (transferred or resized away): its bytes are gone. */
 export function checkAttached(view: ArrayBufferView, name: string, site: ErrorSite): void {
-  const buf = view.buffer as ArrayBuffer & { detached?: boolean };
-  if (view.byteLength === 0 && (buf.detached ?? isDetached(buf))) {
+  const outOfBounds = (): InvalidArgumentError => new InvalidArgumentError(`\`${name}\` is a view past the end of its ArrayBuffer, which was resized below it: it has no bytes (JavaScript refuses to read it too)`, site);
+  let bytes: number;
+  try {
+    bytes = view.byteLength; // a DataView out of bounds throws here
+  } catch {
+    throw outOfBounds();
+  }
+  if (bytes !== 0) return;
+  const buf = view.buffer as ArrayBuffer & { detached?: boolean; resizable?: boolean };
+  if (buf.detached ?? isDetached(buf)) {
     throw new InvalidArgumentError(`\`${name}\` is a view of a detached ArrayBuffer (transferred with postMessage or structuredClone): its bytes are gone`, site);
   }
+  // A fixed-length typed array past a shrunk buffer's end reads as empty; slice() refuses it.
+  if (buf.resizable && !(view instanceof DataView)) {
+    try {
+      TYPED_SLICE.call(view, 0, 0);
+    } catch {
+      throw outOfBounds();
+    }
+  }
 }
+
+const TYPED_SLICE = (Object.getPrototypeOf(Uint8Array.prototype) as { slice: (this: ArrayBufferView, a: number, b: number) => unknown }).slice;
 
 /** Detachment where `ArrayBuffer.prototype.detached` is missing: a detached buffer cannot be viewed. */
 function isDetached(buf: ArrayBufferLike): boolean {

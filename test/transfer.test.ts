@@ -76,6 +76,17 @@ describe('pageable uploads and downloads', () => {
     const buf = ctx.alloc(64);
     expect(() => s.upload(arr, buf)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/detached/) }));
     expect(() => s.download(buf, arr)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'download' }));
+    // A view past the end of a resizable buffer that shrank reads as empty (a DataView's byteLength throws): refused, not a silent 0-byte copy.
+    const rab = new (ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ArrayBuffer & { resize(n: number): void })(64, { maxByteLength: 128 });
+    const typed = new Float32Array(rab, 0, 16);
+    const dv = new DataView(rab, 32, 32);
+    rab.resize(16);
+    for (const [view, what] of [[typed, 'typed array'], [dv, 'DataView']] as const) {
+      expect(() => s.upload(view, buf), what).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/`src` is a view past the end of its ArrayBuffer/) }));
+      expect(() => s.download(buf, view, { size: 16 }), what).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'download', message: expect.stringMatching(/`dst` is a view past the end/) }));
+    }
+    // A length-tracking view of the same buffer is fine: it holds what the buffer holds now.
+    s.upload(new Uint8Array(rab), buf);
   });
 
   it('without a size, a source larger than its destination throws at the call (nothing dropped silently); a smaller one fills a prefix', async () => {
