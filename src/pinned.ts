@@ -49,6 +49,8 @@ export interface Claimant {
   readonly stream: { readonly label: string; readonly hostFnsUndone: number };
   /** Its place in its pinned buffer's `claimants` (an op claims at most one buffer), -1 when none. */
   claimIndex: number;
+  /** Its failure, once it failed. */
+  readonly error: unknown;
 }
 
 /** @internal what a pinned buffer needs from its context */
@@ -95,6 +97,8 @@ export class PinnedBuffer {
   lastGroup: { readonly batch: number; readonly ops: unknown[] } | null = null;
   #mapping: Promise<void> | null = null;
   #waiters: (() => void)[] = [];
+  /** The failure of an op using the buffer when its context closed: it names the op and its line. */
+  #cutShort: unknown = null;
   #failWaiters: ((e: unknown) => void)[] = [];
   #destroyRequested = false;
   #freed = false;
@@ -245,6 +249,7 @@ export class PinnedBuffer {
   unclaim(op: Claimant): void {
     const i = op.claimIndex;
     if (i < 0) return;
+    if (op.error && this.#host.closed()) this.#cutShort ??= op.error; // what ready() waiters get: the op cut short, named
     this.claims--;
     if (this.claimants[i] === op) {
       const last = this.claimants.pop()!;
@@ -317,7 +322,8 @@ export class PinnedBuffer {
   readonly #onMapFailed = (err: unknown): never => {
     this.#mapping = null;
     this.state = 'unmapped';
-    this.#rejectWaiters(this.#host.closed() ?? err);
+    const closed = this.#host.closed();
+    this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : err);
     throw err;
   };
 
@@ -325,7 +331,7 @@ export class PinnedBuffer {
   #settle(): void {
     if (this.#waiters.length === 0) return;
     const closed = this.#host.closed();
-    if (closed) return this.#rejectWaiters(closed);
+    if (closed) return this.#rejectWaiters(this.#cutShort ?? closed);
     if (!this.#owned()) return;
     joinHost(this.usersClock);
     const ws = this.#waiters;

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
-import { AggregateStreamError, createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
+import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { bucketSize } from '../src/transfer.js';
 import { reflectWgsl } from '../src/wgsl.js';
 import { formatSite } from '../src/errors.js';
@@ -168,17 +168,40 @@ describe('call sites found deep in a check', () => {
     const t = c.createStream({ label: 'also pending' });
     t.hostFn(() => new Promise(() => {}));
     const done = s.synchronize().then(() => null, (e: unknown) => e as StreamError);
-    const all = c.synchronize().then(() => null, (e: unknown) => e as AggregateStreamError);
+    const all = c.synchronize().then(() => null, (e: unknown) => e as StreamError);
     c.destroy();
     const err = await done;
     expect(err).toMatchObject({ name: 'DestroyedError', op: 'hostFn', stream: 'pending', context: 'doomed', message: expect.stringMatching(/destroyed by ctx\.destroy\(\) before this work completed/) });
     expect(err!.callSite).toMatch(/^at .*errors\.test\.ts/);
     expect(err!.cause).toMatchObject({ name: 'DestroyedError', op: undefined, context: 'doomed' });
-    // ctx.synchronize() in flight reports each stream's cut-short op too, not the bare destroy.
-    const agg = await all;
-    expect(agg).toMatchObject({ name: 'AggregateStreamError', op: 'synchronize', context: 'doomed' });
-    expect(agg!.errors.map((e) => [e.name, e.op, e.stream])).toEqual([['DestroyedError', 'hostFn', 'pending'], ['DestroyedError', 'hostFn', 'also pending']]);
-    expect(agg!.errors.every((e) => /^at .*errors\.test\.ts/.test(e.callSite ?? ''))).toBe(true);
+    // ctx.synchronize() in flight: one error of the close's kind naming each stream's cut-short op and line.
+    const whole = await all;
+    expect(whole).toMatchObject({ name: 'DestroyedError', op: 'synchronize', context: 'doomed' });
+    expect(whole!.message).toMatch(/work cut short: op 'hostFn' on stream 'pending' \(at .*errors\.test\.ts:\d+:\d+\); op 'hostFn' on stream 'also pending' \(at .*errors\.test\.ts/);
+    expect(whole!.cause).toBe(err!.cause);
+    // Asked after the destroy, each wait names its own op or the cut-short work.
+    await expect(s.synchronize()).rejects.toBe(err);
+  });
+
+  it('waits in flight at a destroy name the work cut short; an idle stream synchronized after it names the call', async () => {
+    const c = await gpuContext({ label: 'ended' });
+    const s = c.createStream({ label: 'busy' });
+    const idle = c.createStream({ label: 'idle' });
+    const down = c.allocHost(64, 'download', { label: 'down' });
+    const d = c.alloc(64);
+    const e = c.createEvent({ label: 'after' });
+    s.hostFn(() => new Promise(() => {})); // still running at the destroy
+    s.download(d, down);
+    s.record(e);
+    const waits = [e.synchronize(), down.ready()].map((p) => p.then(() => null, (x: unknown) => x as StreamError));
+    c.destroy();
+    for (const err of await Promise.all(waits)) {
+      expect(err).toMatchObject({ name: 'DestroyedError', op: 'hostFn', stream: 'busy', context: 'ended' });
+      expect(err!.callSite).toMatch(/^at .*errors\.test\.ts/);
+    }
+    const late = await idle.synchronize().then(() => null, (x: unknown) => x as StreamError);
+    expect(late).toMatchObject({ name: 'DestroyedError', op: 'synchronize', stream: 'idle', context: 'ended' });
+    expect(late!.callSite).toMatch(/^at .*errors\.test\.ts/);
   });
 
   it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {

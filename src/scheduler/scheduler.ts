@@ -413,11 +413,13 @@ export class Scheduler implements QueueOwner {
     all.push(...completer.takeQueuedHostFns(), ...completer.runningHost);
     for (const b of completer.inFlightBatches) all.push(...b.ops);
     completer.inFlightBatches.length = 0;
-    // Each stream's first op (the failure its synchronize reports) gets an error naming it, the
-    // close as its cause; the rest share the close's (one error per stream, not per queued op).
+    // Each stream's ops share one error naming its first op cut short (what its synchronize, an
+    // event recorded on it and its pinned buffers' ready() report), the close as its cause.
     const first = new Map<StreamQueue, Op>();
     for (const op of all) if (!op.done && (first.get(op.stream)?.id ?? Infinity) > op.id) first.set(op.stream, op);
-    for (const op of all) completer.fail(op, first.get(op.stream) === op ? atCall(err, op.site()) : err);
+    const named = new Map<StreamQueue, StreamError>();
+    for (const [q, op] of first) named.set(q, atCall(err, op.site()));
+    for (const op of all) completer.fail(op, named.get(op.stream) ?? err);
     for (const r of this.#waiters) r.reject(err);
     this.#waiters.clear();
     this.#orderWaits.length = 0; // their ops failed above: done, waiters called

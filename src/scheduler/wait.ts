@@ -2,7 +2,7 @@
  * Waiting for streams: `stream.synchronize()` and `ctx.synchronize()` (cudaStreamSynchronize,
  * cudaDeviceSynchronize), with each failure reported once to each kind of wait.
  */
-import { AggregateStreamError, type StreamError } from '../errors.js';
+import { AggregateStreamError, atCall, ownWords, type ErrorSite, type StreamError } from '../errors.js';
 import type { Op, StreamQueue } from '../op.js';
 import { joinHost } from '../clock.js';
 import { deadlock } from './host.js';
@@ -14,7 +14,8 @@ import type { Scheduler } from './scheduler.js';
  * the stream keeps it for its own).
  */
 export async function synchronizeQueue(s: Scheduler, q: StreamQueue, signal?: AbortSignal): Promise<void> {
-  if (s.closed) throw s.closed;
+  // Closed: the stream's work cut short (its error names the op), else the close raised at this call.
+  if (s.closed) throw q.failureIn(q.reportedStream, q.lastId) ?? atCall(s.closed, { op: 'synchronize', stream: q.label, context: s.label });
   const from = q.reportedStream;
   const upTo = q.lastId;
   const tail = q.tail;
@@ -52,12 +53,12 @@ export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promis
     await Promise.all(tails.map((t) => s.whenDone(t, signal)));
   } catch (e) {
     // Closed meanwhile: the streams' own failures where their work was cut short (each names its op).
-    throw (e === s.closed && oneOrAll(s, marks.map(({ q, from, upTo }) => q.failureIn(from, upTo)))) || e;
+    throw (e === s.closed && cutShort(s, marks)) || e;
   } finally {
     for (const m of marks) m.q.waiting--;
   }
   for (const m of marks) joinHost(m.clock);
-  if (s.closed) throw oneOrAll(s, marks.map(({ q, from, upTo }) => q.failureIn(from, upTo))) ?? s.closed;
+  if (s.closed) throw cutShort(s, marks) ?? s.closed;
   const errors: (StreamError | undefined)[] = [];
   for (const { q, from, upTo } of marks) {
     const err = q.failureIn(from, upTo);
@@ -68,6 +69,19 @@ export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promis
   s.prune();
   const err = oneOrAll(s, errors);
   if (err) throw err;
+}
+
+/**
+ * The context closed during a `ctx.synchronize()`: one stream's work cut short as its own error;
+ * several as one error of the close's kind (DeviceLostError stays one) naming each cut-short op.
+ */
+function cutShort(s: Scheduler, marks: readonly { q: StreamQueue; from: number; upTo: number }[]): StreamError | null {
+  const closed = s.closed!;
+  const errors = marks.map(({ q, from, upTo }) => q.failureIn(from, upTo)).filter((e): e is StreamError => e !== undefined && e.cause === closed);
+  if (errors.length <= 1) return errors[0] ?? null;
+  const Same = closed.constructor as new (message: string, site: ErrorSite) => StreamError;
+  const ops = errors.map((e) => `op '${e.op}' on stream '${e.stream}'${e.callSite ? ` (${e.callSite.split('\n')[0]})` : ''}`);
+  return new Same(`${ownWords(closed)}; work cut short: ${ops.join('; ')}`, { op: 'synchronize', context: s.label, cause: closed });
 }
 
 /** One stream's failure as it is, several as an AggregateStreamError, none as null. */
