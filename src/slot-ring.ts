@@ -126,4 +126,9 @@ export class SlotRing {
   destroy(): void {
     if (this.#owned) for (const b of this.buffers) b.destroy();
   }
+
+  /** `using ring = new SlotRing(...)`: destroy() at the end of the block. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
 }

@@ -89,6 +89,9 @@ describe(`SlotRing (seed ${seed})`, () => {
     expect(() => ring.fill('x' as never)).toThrow(InvalidArgumentError);
     ring.destroy();
     expect(mine.every((b) => !b.destroyed)).toBe(true);
+    const own = new SlotRing(ctx, { bytes: 64, producer: load, consumer: compute });
+    own[Symbol.dispose](); // `using` a ring destroys the slots it allocated
+    expect(own.buffers.every((b) => b.destroyed)).toBe(true);
     const bad: [string, unknown, RegExp][] = [
       ['same stream', { bytes: 64, producer: load, consumer: load }, /the same stream/],
       ['not a stream', { bytes: 64, producer: {}, consumer: compute }, /Expected `producer` to be a Stream/],
