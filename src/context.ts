@@ -19,7 +19,7 @@ import { Stream, type StreamHost } from './stream.js';
 import { checkUsage, parseOptions } from './options.js';
 import { UploadRing } from './upload-ring.js';
 import { Trace } from './trace.js';
-import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue, syncSignal, type SyncOptions } from './validate.js';
+import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
  * Priorities run from -5 (highest) to 0 (lowest, the default), as `cudaDeviceGetStreamPriorityRange`.
@@ -397,9 +397,9 @@ export class Context {
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
     try {
-      const signal = syncSignal(options, { op: 'synchronize', context: this.label });
+      const site = { op: 'synchronize', context: this.label }, signal = syncSignal(options, site);
       this.#checkAlive('synchronize');
-      return synchronizeAll(this.#scheduler, signal);
+      return namedAbort(synchronizeAll(this.#scheduler, signal), signal, site);
     } catch (e) {
       return Promise.reject(e);
     }

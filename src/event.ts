@@ -8,7 +8,7 @@ import type { Op } from './op.js';
 import { joinHost, type VectorClock } from './clock.js';
 import { StreamQueue } from './op.js';
 import type { Scheduler } from './scheduler/scheduler.js';
-import { showValue, syncSignal, type SyncOptions } from './validate.js';
+import { namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /** What an event is recorded on: a `Stream` of its context. */
 export interface EventRecorder {
@@ -74,8 +74,9 @@ export class GpuEvent {
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
     let signal: AbortSignal | undefined;
+    const site = { op: 'synchronize', context: this.owner.label };
     try {
-      signal = syncSignal(options, { op: 'synchronize', context: this.owner.label });
+      signal = syncSignal(options, site);
       this.#host.checkAlive('synchronize');
     } catch (e) {
       return Promise.reject(e);
@@ -88,7 +89,7 @@ export class GpuEvent {
       return op.error ? Promise.reject(op.error) : Promise.resolve();
     };
     if (op.done) return failed();
-    return this.owner.whenDone(op, signal, `event '${this.label}'.synchronize()`).then(failed);
+    return namedAbort(this.owner.whenDone(op, signal, `event '${this.label}'.synchronize()`), signal, site).then(failed);
   }
 
   /**

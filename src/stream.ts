@@ -24,7 +24,7 @@ import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { peerSource } from './peer.js';
 import { planTransfer, readsAhead, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
-import { checkAttached, expectFunction, expectKnownKeys, expectObject, showValue, syncSignal, type SyncOptions } from './validate.js';
+import { checkAttached, expectFunction, expectKnownKeys, expectObject, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /** A stream collected without `destroy()` is destroyed then: the context forgets it once its work is done. */
 const collected = new FinalizationRegistry<StreamQueue>((q) => retire(q));
@@ -354,8 +354,9 @@ export class Stream {
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
     try {
-      const signal = syncSignal(options, { op: 'synchronize', stream: this.label, context: this.#host.label });
-      return synchronizeQueue(this.#host.scheduler, this.queue, signal);
+      const site = { op: 'synchronize', stream: this.label, context: this.#host.label };
+      const signal = syncSignal(options, site);
+      return namedAbort(synchronizeQueue(this.#host.scheduler, this.queue, signal), signal, site);
     } catch (e) {
       return Promise.reject(e);
     }

@@ -1,5 +1,5 @@
 /** Argument checks with messages that quote the option, the value and its type (p-queue style). */
-import { AbortError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { AbortError, InvalidArgumentError, ownWords, type ErrorSite } from './errors.js';
 
 function show(value: unknown): string {
   let text: string;
@@ -77,6 +77,18 @@ export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | und
   // As the platform's APIs do: an aborted signal rejects at once (failures stay for the next wait).
   if ((signal as AbortSignal | undefined)?.aborted) throw new AbortError('synchronize was aborted before it began (the signal was already aborted)', { ...site, cause: (signal as AbortSignal).reason });
   return signal as AbortSignal | undefined;
+}
+
+/**
+ * `wait` (a synchronize given `signal`) with its AbortError naming that synchronize and the line
+ * that called it (the wait's own names the op it waited for); the line is captured only when there is a signal.
+ */
+export function namedAbort(wait: Promise<void>, signal: AbortSignal | undefined, site: ErrorSite): Promise<void> {
+  if (!signal) return wait;
+  const at = new Error('synchronize');
+  return wait.catch((e: unknown) => {
+    throw e instanceof AbortError ? new AbortError(ownWords(e), { ...site, callSite: at, cause: e.cause }) : e;
+  });
 }
 
 export { show as showValue };

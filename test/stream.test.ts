@@ -10,7 +10,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import { gate } from './fixtures/gate.js';
-import { workgroupsFor, type Context, type DeviceBuffer } from '../src/index.js';
+import { workgroupsFor, type Context, type DeviceBuffer, type StreamError } from '../src/index.js';
 import { contextInternals } from '../src/context.js';
 
 setFlagsFromString('--expose-gc');
@@ -207,14 +207,21 @@ describe('priorities', () => {
 
 describe('synchronize', () => {
   it('a synchronize aborted through its signal rejects with AbortError; the work still completes', async () => {
-    const s = ctx.createStream();
+    const s = ctx.createStream({ label: 'held' });
     let open!: () => void;
     const wait = new Promise<void>((res) => (open = res));
     s.hostFn(() => wait);
+    const e = ctx.createEvent({ label: 'after' });
+    s.record(e);
     const ac = new AbortController();
-    const p = s.synchronize({ signal: ac.signal });
+    // Each names the synchronize aborted and its line (not the op it waited for, which its message names).
+    const waits = [s.synchronize({ signal: ac.signal }), ctx.synchronize({ signal: ac.signal }), e.synchronize({ signal: ac.signal })];
     ac.abort();
-    await expect(p).rejects.toMatchObject({ name: 'AbortError' });
+    const errs = await Promise.all(waits.map((p) => p.then(() => null, (x: unknown) => x as StreamError)));
+    for (const [err, stream] of [[errs[0], 'held'], [errs[1], undefined], [errs[2], undefined]] as const) {
+      expect(err).toMatchObject({ name: 'AbortError', op: 'synchronize', stream, message: expect.stringMatching(/wait for op '.*' #\d+ on stream 'held' was aborted/) });
+      expect(err!.callSite).toMatch(/^at .*stream\.test\.ts/);
+    }
     open();
     await s.synchronize();
   });
