@@ -179,7 +179,7 @@ describe('launch checks', () => {
     const s = ctx.createStream();
     const d = ctx.alloc(64);
     expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: 1, constants: { iters: 3 } })).toThrow(/no override `iters`; it declares `iterations`/);
-    expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: 65536 })).toThrow(/`workgroups\[0\]` to be an integer from 0 to 65535/);
+    expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: 65536 })).toThrow(/`workgroups\[0\]` to be an integer from 1 to 65535/);
     expect(() => s.launch(benchKernels(ctx).sleep, { bindings: [d], workgroups: [1, 0.5] })).toThrow(/workgroups\[1\]/);
   });
 });

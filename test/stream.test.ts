@@ -267,7 +267,10 @@ describe('argument checks', () => {
 
   it('uploads of a byte length that is not a multiple of 4 are refused', () => {
     const s = ctx.createStream();
-    expect(() => s.upload(new Uint8Array(6), ctx.alloc(64))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload' }));
+    // Named as what it is: the source's length (no `size` was passed).
+    expect(() => s.upload(new Uint8Array(6), ctx.alloc(64))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/source 'src' has 6 bytes, not a multiple of 4: WebGPU copies whole 4-byte words/) }));
+    expect(() => s.upload(new Uint8Array(16), ctx.alloc(64), { srcOffset: 4, dstOffset: 0 })).not.toThrow();
+    expect(() => s.copy(ctx.alloc(64), ctx.alloc(64), { srcOffset: 4 })).not.toThrow();
   });
 });
 
