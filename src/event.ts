@@ -3,7 +3,7 @@
  * any context), query or await it, and measure GPU time between two timing events from timestamp
  * queries.
  */
-import { EventNotReadyError, EventTimingError, InvalidArgumentError } from './errors.js';
+import { EventNotReadyError, EventTimingError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { Op } from './op.js';
 import { joinHost, type VectorClock } from './clock.js';
 import { StreamQueue } from './op.js';
@@ -59,6 +59,15 @@ export class GpuEvent {
       throw new InvalidArgumentError(`Expected \`stream\` to be a Stream (ctx.createStream()), got ${showValue(stream)}`, { op: 'record', context: this.owner.label });
     }
     return stream.record(this);
+  }
+
+  /** @internal throws, before a record is enqueued, when the event cannot take it (frozen: it would run but not be remembered) */
+  checkWritable(site: ErrorSite): void {
+    try {
+      this.last = this.last;
+    } catch {
+      throw new InvalidArgumentError(`event '${this.label}' is frozen: a record sets its state; record a fresh ctx.createEvent()`, site);
+    }
   }
 
   /** True when the most recent record completed, or the event was never recorded (`cudaEventQuery`). */

@@ -320,6 +320,7 @@ export class Stream {
     if (event.owner !== this.queue.owner) {
       throw new InvalidArgumentError(`event '${event.label}' belongs to context '${event.owner.label}'; record it on a stream of that context (another context's stream may waitEvent() it)`, site);
     }
+    event.checkWritable(site);
     const timing = event.timing && this.#host.timestampQuery;
     const op = this.#enqueue({ kind: 'record', timing, timestamp: null, eventLabel: event.label }, NONE, NONE, site, event.label);
     event.last = op;

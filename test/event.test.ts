@@ -65,6 +65,15 @@ describe('events', () => {
     expect(ran).toBe(true);
   });
 
+  it('a frozen event is refused at the record, before anything is enqueued (it would have run and been forgotten)', async () => {
+    const ev = Object.freeze(ctx.createEvent({ label: 'frozen' }));
+    const s = ctx.createStream({ label: 'records' });
+    expect(() => s.record(ev)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'record', stream: 'records', message: expect.stringMatching(/event 'frozen' is frozen/) }));
+    expect(() => ev.record(s)).toThrow(/is frozen/);
+    expect(s.pendingOps).toBe(0);
+    await s.synchronize();
+  });
+
   it('event.synchronize resolves once the recorded work completed, and query() turns true', async () => {
     const s = ctx.createStream();
     const d = ctx.alloc(4096);
