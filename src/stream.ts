@@ -207,7 +207,7 @@ export class Stream {
   download(src: Bindable, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions): number;
   download(src: Texture, dst: PinnedBuffer | ArrayBufferView, options?: TextureTransferOptions): number;
   download(src: Bindable | Texture, dst: PinnedBuffer | ArrayBufferView, options?: CopyOptions | TextureTransferOptions): number {
-    const site = this.#site('download');
+    const site = this.#site('download', ArrayBuffer.isView(dst)); // into an array: can fail at completion (detached)
     const t = textureArg(src, 'src', TextureUsage.COPY_SRC, this.#host.device, site);
     if (t) {
       this.#checkHostSide(dst, 'dst', 'download', site);

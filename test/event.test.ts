@@ -66,7 +66,8 @@ describe('events', () => {
   });
 
   it('a frozen event is refused at the record, before anything is enqueued (it would have run and been forgotten)', async () => {
-    const ev = Object.freeze(ctx.createEvent({ label: 'frozen' }));
+    const ev = ctx.createEvent({ label: 'frozen' });
+    Object.freeze(ev);
     const s = ctx.createStream({ label: 'records' });
     expect(() => s.record(ev)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'record', stream: 'records', message: expect.stringMatching(/event 'frozen' is frozen/) }));
     expect(() => ev.record(s)).toThrow(/is frozen/);

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch, vectorAddRef } from './fixtures/gpu.js';
 import { gate } from './fixtures/gate.js';
-import { workgroupsFor, type Context } from '../src/index.js';
+import { workgroupsFor, type Context, type StreamError } from '../src/index.js';
 
 type GpuCtx = Context & { errors: string[] };
 let ctx: GpuCtx;
@@ -62,7 +62,9 @@ describe('pageable uploads and downloads', () => {
     const out = new Uint32Array(1024);
     other.download(buf2, out);
     structuredClone(dst.buffer, { transfer: [dst.buffer] }); // detaches dst
-    await expect(s.synchronize()).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'download', stream: 'victim', message: expect.stringMatching(/detached/) });
+    const err = await s.synchronize().then(() => null, (e: unknown) => e as StreamError);
+    expect(err).toMatchObject({ name: 'InvalidArgumentError', op: 'download', stream: 'victim', message: expect.stringMatching(/detached/) });
+    expect(err!.callSite).toMatch(/^at .*transfer\.test\.ts/); // the line of the download, though it failed at completion
     expect(after).toBe(false);
     await other.synchronize();
     expect(firstMismatch(out, x), `seed ${seed}`).toBeNull();
