@@ -129,7 +129,7 @@ export async function createContext(options: ContextOptions = {}): Promise<Conte
   }
   if (o.label !== undefined) expectString('label', o.label, site);
   parseOptions(o as ContextOptions, site);
-  const label = options.label ?? `ctx#${++contexts}`;
+  const label = options.label || `ctx#${++contexts}`;
   let device = options.device;
   let info: AdapterInfo | undefined;
   const owned = !device;
@@ -207,7 +207,7 @@ export class Context {
   constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
     const site = { op: 'createContext' };
     const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit, sanitize } = parseOptions(options, site);
-    const label = (this.label = options.label ?? `ctx#${++contexts}`);
+    const label = (this.label = options.label || `ctx#${++contexts}`);
     this.uploadPieceBytes = uploadPieceBytes;
     this.device = device;
     this.queue = device.queue;
@@ -292,7 +292,7 @@ export class Context {
     const asked = o.priority === undefined ? 0 : (o.priority as number);
     const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
-    const label = o.label === undefined ? `stream#${++this.#streams}` : expectString('label', o.label, site);
+    const label = o.label === undefined || o.label === '' ? `stream#${++this.#streams}` : expectString('label', o.label, site);
     return new Stream(this.#host, this.#scheduler.createQueue(label, priority, nonBlocking));
   }
 
@@ -303,7 +303,7 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['timing', 'label'], site);
     const timing = o.timing === undefined ? false : expectBoolean('timing', o.timing, site);
-    const label = o.label === undefined ? `event#${++this.#events}` : expectString('label', o.label, site);
+    const label = o.label === undefined || o.label === '' ? `event#${++this.#events}` : expectString('label', o.label, site);
     return new GpuEvent(
       {
         scheduler: this.#scheduler,
@@ -328,7 +328,7 @@ export class Context {
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
     const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : checkUsage(expectInteger('usage', o.usage, 1, 0x3ff, site), site);
-    const label = o.label === undefined ? `buffer#${++this.#buffers}` : expectString('label', o.label, site);
+    const label = o.label === undefined || o.label === '' ? `buffer#${++this.#buffers}` : expectString('label', o.label, site);
     const buffer = new DeviceBuffer(this.device, this.memory, bytes, label, usage);
     buffer.peer = this.#peer;
     return buffer;
@@ -340,7 +340,7 @@ export class Context {
     this.#checkAlive('allocTexture');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
-    const label = o.label === undefined ? `texture#${++this.#buffers}` : expectString('label', o.label, site);
+    const label = o.label === undefined || o.label === '' ? `texture#${++this.#buffers}` : expectString('label', o.label, site);
     return new DeviceTexture(this.device, this.memory, textureOptions(options, this.limits, label, site));
   }
 
@@ -356,7 +356,7 @@ export class Context {
     if (kind !== 'upload' && kind !== 'download') throw new InvalidArgumentError(`Expected \`kind\` to be 'upload' or 'download', got \`${String(kind)}\``, site);
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label'], site);
-    const label = o.label === undefined ? `pinned#${++this.#buffers}` : expectString('label', o.label, site);
+    const label = o.label === undefined || o.label === '' ? `pinned#${++this.#buffers}` : expectString('label', o.label, site);
     return new PinnedBuffer(this.#pinnedHost, bytes, kind, label);
   }
 

@@ -70,7 +70,7 @@ export class Kernel {
     if (proto !== Object.prototype && proto !== null) throw new InvalidArgumentError(`Expected \`options\` to be a plain object, got ${showValue(options)}`, site);
     expectKnownKeys('options', o, ['entryPoint', 'label'], site);
     this.entryPoint = o.entryPoint === undefined ? 'main' : expectString('entryPoint', o.entryPoint, site);
-    this.label = o.label === undefined ? this.entryPoint : expectString('label', o.label, site);
+    this.label = o.label === undefined || o.label === '' ? this.entryPoint : expectString('label', o.label, site);
     const info = reflectWgsl(wgsl, this.entryPoint, site);
     // A missing entry point would otherwise surface only as a pipeline error on the first launch.
     if (!info.entryPoints.includes(this.entryPoint)) {

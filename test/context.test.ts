@@ -89,6 +89,10 @@ describe('labels and options', () => {
     expect(a.label).not.toBe(c.label);
     const s = c.createStream({ label: 's' });
     expect(() => s.upload(new Uint8Array(3), c.alloc(64))).toThrow(expect.objectContaining({ context: c.label, message: expect.stringContaining(`in context '${c.label}'`) }));
+    // An empty label takes the default: messages never name stream ''.
+    expect([c.createStream({ label: '' }).label, c.createEvent({ label: '' }).label, c.alloc(64, { label: '' }).label, c.allocHost(64, 'upload', { label: '' }).label]).toEqual([
+      expect.stringMatching(/^stream#\d+$/), expect.stringMatching(/^event#\d+$/), expect.stringMatching(/^buffer#\d+$/), expect.stringMatching(/^pinned#\d+$/),
+    ]);
   });
 
   it.each([
