@@ -341,7 +341,7 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
     const label = o.label === undefined || o.label === '' ? `texture#${++this.#buffers}` : expectString('label', o.label, site);
-    return new DeviceTexture(this.device, this.memory, textureOptions(options, this.limits, label, site));
+    return new DeviceTexture(this.device, this.memory, textureOptions(options, this.device, label, site), site);
   }
 
   /**

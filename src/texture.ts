@@ -80,17 +80,23 @@ export class DeviceTexture extends DeviceResource {
   readonly usage: number;
 
   /** @internal use `ctx.allocTexture` */
-  constructor(device: GPUDevice, stats: MemoryStats, o: Required<TextureOptions>) {
+  constructor(device: GPUDevice, stats: MemoryStats, o: Required<TextureOptions>, site: ErrorSite) {
     const [w, h, d] = o.size as [number, number, number];
     let bytes = 0;
     for (let l = 0; l < o.mipLevelCount; l++) bytes += Math.max(1, w >> l) * Math.max(1, h >> l) * (o.dimension === '3d' ? Math.max(1, d >> l) : d);
+    let texture: GPUTexture;
+    try {
+      texture = device.createTexture({ size: [w, h, d], format: o.format, usage: o.usage, mipLevelCount: o.mipLevelCount, dimension: o.dimension, label: o.label });
+    } catch (e) {
+      throw new InvalidArgumentError(`WebGPU refused the texture: ${e instanceof Error ? e.message : String(e)}`, { ...site, cause: e }); // a value its binding cannot convert
+    }
     super(device, stats, Math.ceil(bytes * accountedTexelBytes(o.format)), o.label);
     [this.width, this.height, this.depthOrArrayLayers] = [w, h, d];
     this.format = o.format;
     this.mipLevelCount = o.mipLevelCount;
     this.dimension = o.dimension;
     this.usage = o.usage;
-    this.texture = device.createTexture({ size: [w, h, d], format: o.format, usage: o.usage, mipLevelCount: o.mipLevelCount, dimension: o.dimension, label: o.label });
+    this.texture = texture;
     this.track(this.texture);
   }
 
@@ -102,13 +108,29 @@ export class DeviceTexture extends DeviceResource {
   }
 }
 
-/** `ctx.allocTexture`'s options checked, defaults filled in. */
-export function textureOptions(options: TextureOptions, limits: GPUSupportedLimits, label: string, site: ErrorSite): Required<TextureOptions> {
+/** The features a texture format needs beyond core WebGPU (any one of them), [] for none, undefined for no such format. */
+function formatFeatures(format: string): string[] | undefined {
+  if (TEXEL_BYTES[format] !== undefined || /^(stencil8|depth16unorm|depth24plus|depth24plus-stencil8|depth32float)$/.test(format)) return [];
+  if (format === 'depth32float-stencil8') return [format];
+  if (/^(r|rg|rgba)16(unorm|snorm)$/.test(format)) return ['texture-formats-tier1', `${format.endsWith('unorm') ? 'unorm' : 'snorm'}16-texture-formats`];
+  if (/^bc[1-7]h?-rg?b?a?-(unorm|snorm|ufloat|float)(-srgb)?$/.test(format)) return ['texture-compression-bc'];
+  if (/^(etc2|eac)-[a-z0-9]+(-srgb)?$/.test(format)) return ['texture-compression-etc2'];
+  if (/^astc-\d+x\d+-unorm(-srgb)?$/.test(format)) return ['texture-compression-astc'];
+  return undefined;
+}
+
+/** `ctx.allocTexture`'s options checked against `device` (its limits and features), defaults filled in. */
+export function textureOptions(options: TextureOptions, device: GPUDevice, label: string, site: ErrorSite): Required<TextureOptions> {
+  const limits = device.limits;
   const format = options.format;
   if (typeof format !== 'string') throw new InvalidArgumentError(`Expected \`format\` to be a GPUTextureFormat such as 'rgba8unorm', got ${showValue(format)}`, site);
+  const features = formatFeatures(format);
+  if (features === undefined) throw new InvalidArgumentError(`Expected \`format\` to be a GPUTextureFormat such as 'rgba8unorm', got ${showValue(format)}`, site);
+  if (features.length && !features.some((f) => device.features.has(f))) throw new InvalidArgumentError(`format '${format}' needs the device feature '${features.join("' or '")}', which this device was not created with`, site);
   const dimension = options.dimension ?? '2d';
   if (dimension !== '1d' && dimension !== '2d' && dimension !== '3d') throw new InvalidArgumentError(`Expected \`dimension\` to be '1d', '2d' or '3d', got ${showValue(dimension)}`, site);
   const size = extent(options.size, 'size', site);
+  if (dimension === '1d' && (size[1] !== 1 || size[2] !== 1)) throw new InvalidArgumentError(`a '1d' texture is one row: \`size\` [${size.join(', ')}] has a height or depth above 1`, site);
   const max = dimension === '1d' ? limits.maxTextureDimension1D : dimension === '2d' ? limits.maxTextureDimension2D : limits.maxTextureDimension3D;
   size.forEach((n, i) => {
     const cap = i === 2 && dimension === '2d' ? limits.maxTextureArrayLayers : max;
@@ -118,6 +140,11 @@ export function textureOptions(options: TextureOptions, limits: GPUSupportedLimi
   const mipLevelCount = expectInteger('mipLevelCount', options.mipLevelCount ?? 1, 1, mips, site);
   const storage = STORAGE_FORMATS.has(format) ? TextureUsage.STORAGE_BINDING : 0;
   const usage = options.usage === undefined ? TextureUsage.TEXTURE_BINDING | TextureUsage.COPY_SRC | TextureUsage.COPY_DST | storage : expectInteger('usage', options.usage, 1, 0x1f, site);
+  // Storage on other formats needs a feature (bgra8unorm-storage, the format tiers): refused here only where none is on.
+  const extra = format === 'bgra8unorm' ? ['bgra8unorm-storage'] : ['texture-formats-tier1', 'texture-formats-tier2'];
+  if (usage & TextureUsage.STORAGE_BINDING && !storage && !extra.some((f) => device.features.has(f))) {
+    throw new InvalidArgumentError(`format '${format}' cannot be a storage texture on this device (STORAGE_BINDING usage); the formats every device stores to: ${[...STORAGE_FORMATS].join(', ')}`, site);
+  }
   return { size, format, usage, mipLevelCount, dimension, label };
 }
 

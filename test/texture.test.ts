@@ -7,7 +7,7 @@
  * byte for byte against what went in or a CPU reference.
  */
 import { describe, expect, it } from 'vitest';
-import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
+import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
 import { textureProgram } from './fixtures/textures.js';
 import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context, type DeviceBuffer } from '../src/index.js';
 
@@ -250,6 +250,29 @@ describe(`textures (seed ${seed})`, () => {
     await s.synchronize();
     expect(same(back, data), `seed ${seed}`).toBe(-1);
     tex.destroy();
+  });
+
+  it('allocTexture refuses at the call what WebGPU would make an invalid texture of (whose ops would fail other streams in their submit)', async () => {
+    const refused = (o: object, message: RegExp): void => {
+      expect(() => ctx.allocTexture(o as never), JSON.stringify(o)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'allocTexture', message: expect.stringMatching(message) }));
+    };
+    const before = ctx.memory.current;
+    refused({ size: [8, 2], format: 'rgba8unorm', dimension: '1d' }, /a '1d' texture is one row/);
+    refused({ size: [8, 8], format: 'rgba8unorm-srgb', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST }, /'rgba8unorm-srgb' cannot be a storage texture/);
+    refused({ size: [8, 8], format: 'rgba9unorm' }, /to be a GPUTextureFormat such as 'rgba8unorm', got `"rgba9unorm"`/);
+    if (!ctx.device.features.has('texture-compression-astc')) refused({ size: [8, 8], format: 'astc-4x4-unorm' }, /needs the device feature 'texture-compression-astc'/);
+    expect(ctx.memory.current).toBe(before);
+    // A bystander's work is not touched by any of it.
+    const s = ctx.createStream({ label: 'bystander' });
+    const seed = randomSeed();
+    const x = rng(seed).u32Array(64);
+    const d = ctx.alloc(256);
+    s.upload(x, d);
+    const back = new Uint32Array(64);
+    s.download(d, back);
+    await s.synchronize();
+    expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+    expect(ctx.errors).toEqual([]);
   });
 
   it('checks a texture transfer and a texture binding at the call, naming the op and the stream', () => {
