@@ -87,6 +87,8 @@ export interface HostFnPayload {
   own?: boolean;
   /** Bytes of a buffer the host work writes through other streams (`uploadFrom`), for the sanitizer. */
   writes?: { buffer: GPUBuffer; label: string; start: number; end: number };
+  /** Bytes of a buffer it reads (`copyPeer`'s source, on another context), for the sanitizer. */
+  reads?: { buffer: GPUBuffer; label: string; start: number; end: number };
   /** Called once the op is done, run or not (`uploadFrom` gives back what it read ahead). */
   cleanup?: () => void;
   /**
@@ -213,7 +215,7 @@ export class Op {
       case 'download':
         return `${this.payload.kind} ${a}->${this.target}`;
       case 'hostFn':
-        return a ? `hostFn ${a}` : 'hostFn';
+        return this.payload.own ? a : a ? `hostFn ${a}` : 'hostFn'; // the library's own (uploadFrom, copyPeer) by their call
       case 'encode':
         return a ? `encode ${a}` : 'encode';
       case 'wait':
@@ -236,7 +238,8 @@ export class Op {
   }
 
   site(): { op: string; stream: string; context: string; callSite: Error | undefined } {
-    return { op: this.kind, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite };
+    const p = this.payload;
+    return { op: p.kind === 'hostFn' && p.own ? this.subject : this.kind, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite };
   }
 
   /** Drops the payload's references (user arrays, functions, buffers) once the op is done. */

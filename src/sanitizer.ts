@@ -211,7 +211,7 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
     case 'download':
       return side(p.src, p.srcOffset, p.size, false, visit) ?? (p.pinned && visit(p.pinned.buffer, p.pinned.label, p.dstOffset, p.dstOffset + p.size, true));
     case 'hostFn':
-      return p.writes ? visit(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true) : null;
+      return (p.reads ? visit(p.reads.buffer, p.reads.label, p.reads.start, p.reads.end, false) : null) ?? (p.writes ? visit(p.writes.buffer, p.writes.label, p.writes.start, p.writes.end, true) : null);
     case 'encode':
       for (const [list, write] of [[p.reads, false], [p.writes, true]] as const) {
         for (const a of list) {
@@ -378,7 +378,7 @@ function recordOp(op: Op, vc: VectorClock, entry: number, site: Error | undefine
 }
 
 function describeOp(op: Op, write: boolean, site: Error | undefined): RaceAccess {
-  return { op: op.id, kind: op.kind, name: op.name, stream: op.stream.label, context: op.stream.owner.label, write, callSite: formatSite(site) };
+  return { op: op.id, kind: op.site().op, name: op.name, stream: op.stream.label, context: op.stream.owner.label, write, callSite: formatSite(site) };
 }
 
 function hostAccessOf(write: boolean, site: Error | undefined): RaceAccess {
@@ -392,7 +392,7 @@ function describe(a: RaceAccess): string {
 function raceReport(f: Found, second: RaceAccess): RaceReport {
   const a = f.first;
   const first: RaceAccess = a.op
-    ? { op: a.op.id, kind: a.op.kind, name: a.op.name, stream: a.op.stream.label, context: a.op.stream.owner.label, write: a.write, callSite: formatSite(a.site) }
+    ? { op: a.op.id, kind: a.op.site().op, name: a.op.name, stream: a.op.stream.label, context: a.op.stream.owner.label, write: a.write, callSite: formatSite(a.site) }
     : hostAccessOf(a.write, a.site);
   const verb = (x: RaceAccess): string => (x.write ? 'writes' : 'reads');
   const fix = fixFor(first, second, f.buffer);

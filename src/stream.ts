@@ -14,7 +14,7 @@ import { BufferUsage, TextureUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
 import { launchResources, type Binding, type UnwrapBuffer } from './launch-args.js';
 import { DeviceBuffer, type DeviceResource } from './memory.js';
-import { NONE, type CopyPayload, type DownloadPayload, type Op, type StreamQueue, type UploadPayload } from './op.js';
+import { NONE, type CopyPayload, type DownloadPayload, type HostFnPayload, type Op, type StreamQueue, type UploadPayload } from './op.js';
 import { TextureRegion, type DeviceTexture } from './texture.js';
 import { bufferTexture, downloadTexture, textureArg, textureOptions, textureToTexture, uploadTexture, type TextureTransferOptions } from './texture-copy.js';
 import { PinnedBuffer } from './pinned.js';
@@ -266,11 +266,11 @@ export class Stream {
     const site = this.#site('copyPeer', true);
     const source = peerSource(src, this.#host.device, site);
     const r = copyRange(options, src.size, this.#unwrap(dst, 'dst', site).size, src.label, (dst as { label?: string }).label ?? 'dst', site);
-    return this.#transfer(source, dst, { offset: r.srcOffset, size: r.size, dstOffset: r.dstOffset }, site, [src]);
+    return this.#transfer(source, dst, { offset: r.srcOffset, size: r.size, dstOffset: r.dstOffset }, site, [src], { buffer: src.buffer, label: src.label, start: r.srcOffset, end: r.srcOffset + r.size });
   }
 
   /** Enqueues a transfer through the staging ring (uploadFrom, copyPeer); `keep`: other resources the op keeps alive. */
-  #transfer(source: UploadSource, dst: Bindable, options: UploadFromOptions | undefined, site: Site, keep: DeviceResource[]): number {
+  #transfer(source: UploadSource, dst: Bindable, options: UploadFromOptions | undefined, site: Site, keep: DeviceResource[], reads?: HostFnPayload['reads']): number {
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
     const plan = planTransfer(source, d, options, site, this.#host.uploadRing);
@@ -280,7 +280,7 @@ export class Stream {
     const tracked: DeviceResource[] = dst instanceof DeviceBuffer ? [dst, ...keep] : keep, writes = { buffer: d.buffer, label: d.label, start: t.dstOffset, end: t.dstOffset + (t.size ?? t.room) };
     // A source read ahead does not depend on this stream's work: the copies need only their place in the queue behind it.
     const afterOrdered = readsAhead(source);
-    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, writes, cleanup: () => release(t), afterOrdered }, NONE, tracked, site, site.op, d.label);
+    const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, reads, writes, cleanup: () => release(t), afterOrdered }, NONE, tracked, site, site.op, d.label);
     this.#reader.add(t); // a file is read while earlier work runs
     t.ordered = () => this.#host.scheduler.markOrdered(op);
     return op.id;

@@ -74,6 +74,29 @@ describe(`copyPeer (seed ${seed})`, () => {
     for (const buf of [da, db, sum, dst]) buf.destroy();
   });
 
+  it('the sanitizer sees the read of the source: a write on its device unordered with the copy races, before or after it; ordered, none', async () => {
+    const sa = await gpuContext({ label: 'A (sanitized)', sanitize: 'throw' });
+    const sb = await gpuContext({ label: 'B (sanitized)', sanitize: 'throw' });
+    try {
+      const n = 4096;
+      const x = sa.alloc(n * 4, { label: 'x' }), y = sb.alloc(n * 4, { label: 'y' });
+      const A = sa.createStream({ label: 'A' }), B = sb.createStream({ label: 'B' });
+      const race = (op: string, second: string, first: string) => expect.objectContaining({ name: 'StreamRaceError', op, message: expect.stringMatching(new RegExp(`race on buffer 'x' .*${second}.*${first}`)) });
+      A.upload(r.u32Array(n), x);
+      expect(() => B.copyPeer(x, y)).toThrow(race('copyPeer', "'copyPeer' on stream 'B' reads them", "'upload ->x' on stream 'A' writes them"));
+      const written = sa.createEvent();
+      A.record(written);
+      B.waitEvent(written);
+      B.copyPeer(x, y); // ordered after the write: no race
+      expect(() => A.upload(r.u32Array(n), x)).toThrow(race('upload', "'upload ->x' on stream 'A' writes them", "'copyPeer' on stream 'B' reads them"));
+      await sb.synchronize();
+      await sa.synchronize();
+    } finally {
+      sa.destroy();
+      sb.destroy();
+    }
+  });
+
   it('a source destroyed after the call is still read (destroy is deferred); the call checks its arguments', async () => {
     const n = 4096;
     const data = r.u32Array(n);

@@ -718,7 +718,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
     load.uploadFrom(chunks(bytesOf(4096)), w);
     compute.download(w, new Uint8Array(4096)); // no wait: a race
     await Promise.all([load.synchronize(), compute.synchronize()]);
-    expect(races.map((x) => `${x.buffer} ${x.first?.name} / ${x.second.name}`)).toEqual(['w hostFn uploadFrom / download w->host']);
+    expect(races.map((x) => `${x.buffer} ${x.first?.name} / ${x.second.name}`)).toEqual(['w uploadFrom / download w->host']);
     races.length = 0;
     const ev = ctx.createEvent();
     load.uploadFrom(chunks(bytesOf(4096)), w);
