@@ -372,11 +372,12 @@ export class PinnedBuffer {
     if (!this.internal) this.#host.sanitizer?.hostAccess(this);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
-      for (const c of this.claimants) if (!h || c.id > h.id) h = c;
+      for (const c of this.claimants) if (!h || c.id < h.id) h = c; // the first holder: the others wait behind it
       if (!h && this.state === 'unmapped') {
         throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, this.#at('view'));
       }
-      const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'` : 'the GPU (mapping it back)';
+      const more = this.claimants.length - 1;
+      const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'${more > 0 ? ` (and ${more} more op${more > 1 ? 's' : ''} after it)` : ''}` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
         `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued on that stream before that op, or use another buffer`,
         h ? { ...this.#at('view'), stream: h.stream.label } : this.#at('view'),

@@ -271,7 +271,11 @@ describe('pinned buffers', () => {
     const d = ctx.alloc(1024);
     up.f32.set(v);
     s.upload(up, d);
-    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringMatching(/'upload' #\d+ on stream 'copier'/) }));
+    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringMatching(/'upload' #\d+ on stream 'copier' until/) }));
+    // Two holders: the first one is named (the others wait behind it).
+    const other = ctx.createStream({ label: 'second holder' });
+    other.upload(up, ctx.alloc(1024));
+    expect(() => up.f32).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError', message: expect.stringMatching(/in use by op 'upload' #\d+ on stream 'copier' \(and 1 more op after it\)/) }));
     s.download(d, down);
     expect(() => down.bytes).toThrow(expect.objectContaining({ name: 'PinnedBufferBusyError' }));
     await s.synchronize();
