@@ -62,11 +62,13 @@ export function launchResources(kernel: Kernel, bindings: readonly Binding[], li
     } else if (isView(b)) resources[i] = b;
     else throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}' is a ${info.kind === 'texture' ? 'texture' : 'storage texture'}: pass a DeviceTexture, GPUTexture or GPUTextureView, got ${showValue(b)}`, site);
   }
-  // A buffer bound twice where either binding is writable is a WebGPU usage conflict.
+  // A buffer or texture bound twice where either binding is writable is a WebGPU usage conflict.
+  const writes = (k: number): boolean => kernel.bindings[k]!.kind === 'storage' || (kernel.bindings[k]!.kind === 'storage-texture' && kernel.bindings[k]!.access !== 'read');
   for (let i = 0; i < resources.length; i++) {
     for (let j = i + 1; j < resources.length; j++) {
-      if (resources[i] === resources[j] && (kernel.bindings[i]!.kind === 'storage' || kernel.bindings[j]!.kind === 'storage')) {
-        throw new InvalidArgumentError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same buffer and one is read_write; WebGPU forbids that aliasing: use a separate output buffer`, site);
+      const texture = textures?.[i] != null && textures[i] === textures[j];
+      if ((resources[i] === resources[j] || texture) && (writes(i) || writes(j))) {
+        throw new InvalidArgumentError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same ${texture ? 'texture' : 'buffer'} and one is written (${texture ? 'a storage texture' : 'read_write'}); WebGPU forbids that aliasing: use a separate output ${texture ? 'texture' : 'buffer'}`, site);
       }
     }
   }
