@@ -56,7 +56,7 @@ export function checkSyncRecorder(fn: unknown, site: ErrorSite): void {
 export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceResource[]): ByteRange[] {
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
-  return list.map((x: unknown, i): ByteRange => {
+  return list.flatMap((x: unknown, i): ByteRange[] => {
     // A texture, whole; or `{ texture, origin?, size?, mipLevel? }`: the rows of that region (see TextureRegion).
     const region = typeof x === 'object' && x !== null && 'texture' in x && !(x instanceof DeviceTexture) ? (x as TextureCopyOptions & { texture: unknown }) : null;
     const t = asTexture(region ? region.texture : x);
@@ -64,7 +64,8 @@ export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: 
       const own = region ? region.texture : x;
       if (own instanceof DeviceTexture && !tracked.includes(own)) tracked.push(own);
       const rows = region ? textureRegion(t, `${what}[${i}]`, region, false, site) : null;
-      return { buffer: t, label: t.label || 'GPUTexture', start: rows ? rows.rowsStart : 0, end: rows ? rows.rowsEnd : WHOLE, texture: true };
+      const label = t.label || 'GPUTexture';
+      return rows ? rows.rowRanges().map(([start, end]) => ({ buffer: t, label, start, end, texture: true })) : [{ buffer: t, label, start: 0, end: WHOLE, texture: true }];
     }
     if (region) throw new InvalidArgumentError(`Expected \`${what}[${i}].texture\` to be a DeviceTexture or GPUTexture, got ${showValue(region.texture)}`, site);
     // `{ buffer, offset?, size? }`; anything else is the buffer itself (a DeviceBuffer's own `buffer` is its GPUBuffer).
@@ -74,6 +75,6 @@ export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: 
     const start = expectInteger(`${what}[${i}].offset`, r.offset ?? 0, 0, b.size, site);
     const size = expectInteger(`${what}[${i}].size`, r.size ?? b.size - start, 0, b.size - start, site);
     if (r.buffer instanceof DeviceBuffer && !tracked.includes(r.buffer)) tracked.push(r.buffer);
-    return { buffer: b.buffer, label: b.label, start, end: start + size };
+    return [{ buffer: b.buffer, label: b.label, start, end: start + size }];
   });
 }

@@ -227,7 +227,12 @@ function eachAccess<T>(op: Op, visit: Visit<T>): T | null {
 
 /** One side of a transfer: `size` bytes from `offset` of a buffer, or a texture region's rows. */
 function side<T>(b: GPUBuffer | TextureRegion, offset: number, size: number, write: boolean, visit: Visit<T>): T | null {
-  return b instanceof TextureRegion ? visit(b.texture, b.label, b.rowsStart, b.rowsEnd, write, true) : visit(b, null, offset, offset + size, write);
+  if (!(b instanceof TextureRegion)) return visit(b, null, offset, offset + size, write);
+  for (const [start, end] of b.rowRanges()) {
+    const r = visit(b.texture, b.label, start, end, write, true); // a region of several images skips the rows between them
+    if (r !== null && r !== undefined) return r;
+  }
+  return null;
 }
 
 /** The op being checked or recorded: set before a walk, so the visits are two functions, not closures per op. */

@@ -185,6 +185,17 @@ export class TextureRegion {
     const row = (z: number, y: number): number => (mipLevel * d + z) * h + y;
     this.rowsStart = row(origin[2], origin[1]);
     this.rowsEnd = row(origin[2] + size[2] - 1, origin[1] + size[1]);
+    this.imageRows = h;
+  }
+
+  /** Rows from one image to the next in the sanitizer's row space. */
+  readonly imageRows: number;
+
+  /** The region's rows as ranges [start, end), one per image unless they are whole images (contiguous). */
+  rowRanges(): [number, number][] {
+    const [, h, d] = this.size;
+    if (d === 1 || h === this.imageRows) return [[this.rowsStart, this.rowsEnd]];
+    return Array.from({ length: d }, (_, z): [number, number] => [this.rowsStart + z * this.imageRows, this.rowsStart + z * this.imageRows + h]);
   }
 
   /** Bytes the buffer side spans, from its offset. */

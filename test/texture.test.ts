@@ -168,6 +168,28 @@ describe(`textures (seed ${seed})`, () => {
     tex.destroy();
   });
 
+  it('a region over several images covers its rows of each image only: disjoint rows of the same images do not race', async () => {
+    for (const dimension of ['3d', '2d'] as const) {
+      const tex = ctx.allocTexture({ size: [8, 8, 4], format: 'r32float', dimension, label: `stack ${dimension}` });
+      const [a, b] = [ctx.createStream({ label: 'lower rows' }), ctx.createStream({ label: 'upper rows' })];
+      const r = rng(seed);
+      const low = r.f32Array(8 * 2 * 2), up = r.f32Array(8 * 2 * 1);
+      a.upload(low, tex, { origin: [0, 4, 0], size: [8, 2, 2] }); // rows 4-5 of images 0 and 1
+      b.upload(up, tex, { origin: [0, 0, 1], size: [8, 2, 1] }); // rows 0-1 of image 1: no texel shared
+      expect(() => b.upload(up, tex, { origin: [0, 5, 1], size: [8, 2, 1] }), dimension).toThrow(/race on texture 'stack/);
+      await Promise.all([a.synchronize(), b.synchronize()]);
+      const back = new Float32Array(8 * 8 * 4);
+      a.waitStream(b);
+      a.download(tex, back);
+      await a.synchronize();
+      const at = (z: number, y: number): Float32Array => back.subarray((z * 8 + y) * 8, (z * 8 + y + 2) * 8);
+      expect([...at(0, 4)], `${dimension} seed ${seed}`).toEqual([...low.subarray(0, 16)]);
+      expect([...at(1, 4)], `${dimension} seed ${seed}`).toEqual([...low.subarray(16, 32)]);
+      expect([...at(1, 0)], `${dimension} seed ${seed}`).toEqual([...up]);
+      tex.destroy();
+    }
+  });
+
   it('stream.encode keeps a declared DeviceTexture alive until its op completed, and the sanitizer sees it', async () => {
     const tex = ctx.allocTexture({ size: [64, 4], format: 'rgba8unorm', label: 'drawn' }); // 256-byte rows
     const s = ctx.createStream({ label: 'app' }), other = ctx.createStream({ label: 'other' });
