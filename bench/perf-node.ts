@@ -22,6 +22,7 @@ import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
 import { hostCopyNote, runRunner } from './cli';
+import { SOFTWARE_WARNING } from './report';
 import { removeAtExit, removeScratch } from './weights-file';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
@@ -185,7 +186,9 @@ export async function main(argv: string[]): Promise<number> {
   const ctx = await createNodeContext({ label: 'perf', ...firstGpu() });
   const secondGpu = nodeSecondGpu('perf.second');
   try {
-    console.log(`bench:perf: adapter: ${JSON.stringify(ctx.adapterInfo)}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
+    const a = ctx.adapterInfo;
+    console.log(`bench:perf: adapter: ${[a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(' / ')}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
+    if (/swiftshader|llvmpipe|lavapipe/i.test(`${a.vendor} ${a.architecture} ${a.description}`)) console.warn(`bench:perf: ${SOFTWARE_WARNING}`);
     let last = '';
     const heap = nodeHeapProbe();
     const result = await runPerf(ctx, {

@@ -12,6 +12,7 @@
  */
 import type { Context } from 'webgpu-streams';
 import { deviceReport } from './device';
+import { adapterSlug, isSoftwareDevice, runStamp, SOFTWARE_WARNING } from './report';
 import type { DeviceReport, Progress } from './schema';
 import { BOUND_FRACTION, RAW_SLACK, deviceLine, intervalWords, num, ratioText, seedOf, type BoundedReport, type ContextFactory, type FileProbe, type HeapProbe, type SecondGpu, type PerfGroup, type PerfMetric, type PerfTable } from './perf/common';
 import { overlapGroup } from './perf/p1-overlap';
@@ -180,6 +181,7 @@ export function formatBounded(b: BoundedReport): string[] {
 export function formatPerf(result: PerfResult): string {
   const lines: string[] = [];
   lines.push(`perf: ${result.card}${result.driver ? `, driver ${result.driver}` : ''}; ${result.quick ? 'QUICK (tiny sizes: the numbers say little)' : 'full'}; seed ${result.seed}; ${result.date}${result.commit ? `; commit ${result.commit.slice(0, 12)}` : ''}`);
+  if (isSoftwareDevice(result.device)) lines.push(SOFTWARE_WARNING);
   lines.push('');
   for (const m of result.metrics) {
     lines.push(formatMetricLine(m));
@@ -225,14 +227,9 @@ function renderRows(columns: string[], rows: (number | string)[][]): string {
   return cells.map((r, ri) => '  ' + r.map((c, i) => (i === 0 || ri === 0 ? (c ?? '').padEnd(widths[i]!) : (c ?? '').padStart(widths[i]!))).join('  ')).join('\n');
 }
 
-/** `YYYY-MM-DD-<adapter-slug>-perf`: the result file's stem. */
-export function perfStem(result: Pick<PerfResult, 'date' | 'device'>): string {
-  const day = /^\d{4}-\d{2}-\d{2}/.exec(result.date)?.[0] ?? new Date().toISOString().slice(0, 10);
-  const words: string[] = [];
-  for (const part of [result.device.vendor, result.device.architecture, result.device.description]) {
-    for (const w of (part ?? '').toLowerCase().split(/[^a-z0-9]+/)) if (w && !words.includes(w)) words.push(w);
-  }
-  return `${day}-${words.join('-').slice(0, 60).replace(/-+$/, '') || 'unknown-adapter'}-perf`;
+/** `YYYY-MM-DDTHHMMSS-<adapter-slug>-perf[-quick]`: the result file's stem, named as the scenario runners name theirs. */
+export function perfStem(result: Pick<PerfResult, 'date' | 'device' | 'quick'>): string {
+  return `${runStamp(result)}-${adapterSlug(result.device)}-perf${result.quick ? '-quick' : ''}`;
 }
 
 /** Structural check of a {@link PerfResult}; returns problems as `path: what`. */

@@ -160,9 +160,13 @@ export function resultDay(result: Pick<SuiteResult, 'date'>): string {
  * `<stem>-timeline.png`. bench/results keeps curated copies under shorter names (its INDEX.md).
  */
 export function resultStem(result: Pick<SuiteResult, 'date' | 'device'> & { quick?: boolean }): string {
+  return `${runStamp(result)}-${adapterSlug(result.device)}-${result.device.runner}${result.quick ? '-quick' : ''}`;
+}
+
+/** `YYYY-MM-DDTHHMMSS` of the result's date (UTC; the day alone when it has no time): each run a file of its own. */
+export function runStamp(result: Pick<SuiteResult, 'date'>): string {
   const time = /T(\d{2}):(\d{2}):(\d{2})/.exec(result.date ?? '');
-  const stamp = time ? `${resultDay(result)}T${time[1]}${time[2]}${time[3]}` : resultDay(result);
-  return `${stamp}-${adapterSlug(result.device)}-${result.device.runner}${result.quick ? '-quick' : ''}`;
+  return time ? `${resultDay(result)}T${time[1]}${time[2]}${time[3]}` : resultDay(result);
 }
 
 // ---------------------------------------------------------------------------------------------

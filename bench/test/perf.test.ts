@@ -425,8 +425,10 @@ describe.skipIf(!ctx)('bench:perf bundle (dist/cli/bench-perf.mjs)', () => {
     const run = spawnSync(process.execPath, [join(root, 'dist/cli/bench-perf.mjs'), '--quick', '--only', 'P2,P6', '--out', out, '--seed', String(seed)], { cwd: root, encoding: 'utf8', timeout: 120_000 });
     expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toMatch(/^P2 .*(PASS|FALL SHORT)$/m);
-    const file = readdirSync(out).find((f) => f.endsWith('-perf.json'));
-    expect(file).toBeDefined();
+    expect(run.stdout, 'the log says a software adapter says nothing about GPU overlap').toMatch(/WARNING: this ran on a software adapter/);
+    // A file of its own per run (time-stamped), marked quick, named by the adapter.
+    const file = readdirSync(out).find((f) => f.endsWith('-perf-quick.json'));
+    expect(file).toMatch(/^\d{4}-\d{2}-\d{2}T\d{6}-google-swiftshader[a-z0-9-]*-perf-quick\.json$/);
     const json = JSON.parse(readFileSync(join(out, file!), 'utf8')) as PerfResult;
     expect(validatePerfResult(json)).toEqual([]);
     expect(json.metrics.map((m) => m.id)).toEqual(['P2', 'P2.writeBuffer', 'P6']);
