@@ -36,6 +36,7 @@ import {
   type RatioInterval,
   finiteOrNull,
   ratioText,
+  intervalWords,
   type BoundedRow,
   type PerfGroup,
   type PerfGroupResult,
@@ -194,9 +195,13 @@ export function p1Judge(r: {
   if (Number.isNaN(r.efficiency)) noBound = r.why ?? gainWhy(r.sync, r.ideal) ?? 'no efficiency measured';
   else if (Number.isNaN(ofBound)) noBound = `the in-run bound (${num(r.inRunBound)} ms: host thread inside the overlapped runs ${num(r.inRunHost)} ms, GPU ${num(r.gpu)} ms) leaves no gain over sync (${num(r.sync)} ms) to rate`;
   const oldText = `eff ${effText(r.efficiency)} ${r.efficiency >= TARGET_P1 ? '>=' : '<'} ${TARGET_P1.toFixed(2)}`;
-  // Neither its bound nor its efficiency rated: nothing to judge, and the verdict says why.
+  // Neither its bound nor its efficiency rated: the first condition cannot be judged, and the verdict
+  // says why; the second still can (library / raw), and a size that misses it falls short.
+  const lr = round(r.libOverRaw, 6);
   const v = Number.isNaN(r.efficiency)
-    ? { pass: false, verdict: `NOT RATED: ${noBound}` }
+    ? Number.isFinite(lr) && lr > RAW_SLACK
+      ? { pass: false, verdict: `FALL SHORT: library ${ratioText(lr, RAW_SLACK)}x raw > ${RAW_SLACK.toFixed(2)}x${r.libOverRawInterval ? ` (${intervalWords(r.libOverRawInterval)})` : ''}; the bound NOT RATED: ${noBound}` }
+      : { pass: false, verdict: `NOT RATED: ${noBound}` }
     : boundRule({ ofBound, fallback: { meets: r.efficiency >= TARGET_P1, text: oldText }, libOverRaw: r.libOverRaw, libOverRawInterval: r.libOverRawInterval ?? null });
   return { ofBound, rawOfBound, ...(noBound ? { noBound } : {}), ...v };
 }
@@ -640,13 +645,13 @@ export const overlapGroup: PerfGroup = {
       unit: anyBound ? 'of bound' : Number.isNaN(worst) ? 'eff (not rated: each size says why)' : 'eff (no bound)',
       target: anyBound ? `>= ${BOUND_FRACTION.toFixed(2)} of bound, <= ${RAW_SLACK.toFixed(2)}x raw` : `>= ${TARGET_P1.toFixed(2)} eff (no bound), <= ${RAW_SLACK.toFixed(2)}x raw`,
       meets: rows.length > 0 && rows.every((r) => r.pass),
-      // No size rated (a quick run on a CPU device): not judged, rather than short of anything.
-      ...(rows.length > 0 && rows.every((r) => Number.isNaN(r.efficiency)) ? { skipped: 'not rated at any size (each says why)' } : {}),
+      // No size rated (a quick run on a CPU device) and none over raw: not judged, rather than short of anything.
+      ...(rows.length > 0 && rows.every((r) => Number.isNaN(r.efficiency) && r.verdict.startsWith('NOT RATED')) ? { skipped: 'not rated at any size (each says why)' } : {}),
       detail,
       figures,
       checks,
       seed,
-      bounded: { rule: boundRuleText(', at every size'), rows: boundedRows },
+      bounded: { rule: boundRuleText(", at every size (a size whose efficiency cannot be rated is judged by library / raw alone: over it, FALL SHORT; else NOT RATED)"), rows: boundedRows },
     });
     const tables = [sizeTable(rows, m.verified, notes)];
     return { metrics: [m], tables };

@@ -132,6 +132,9 @@ describe('the bounded metrics\' rule (P1, P2, P4), on synthetic numbers (no GPU)
     expect(n.noBound).toMatch(/sync - ideal is 0\.100 ms, within the run's noise \(0\.300 ms: .*\): no gain from overlap to rate beyond noise/);
     expect(n).toMatchObject({ pass: false, verdict: `NOT RATED: ${n.noBound}` });
     expect(n.verdict).not.toMatch(/n\/a|FALL SHORT/);
+    // The second condition can still be judged there: a library over 1.02x raw falls short, and says the bound was not rated.
+    const slow = p1Judge({ ...base, efficiency: Number.NaN, inRunBoundEfficiency: Number.NaN, sync: 10, ideal: 9.9, libOverRaw: 1.276 });
+    expect(slow).toMatchObject({ pass: false, verdict: `FALL SHORT: library 1.276x raw > 1.02x; the bound NOT RATED: ${slow.noBound}` });
     // A bound that leaves no gain over sync: the old target judges the efficiency.
     const g = p1Judge({ ...base, efficiency: 0.92, inRunBoundEfficiency: Number.NaN });
     expect(g.noBound).toMatch(/leaves no gain over sync/);
@@ -342,7 +345,7 @@ describe.skipIf(!ctx)('perf suite, quick, on Dawn', () => {
         // A bound, or the reason there is none (and the old target judged, or nothing to rate).
         if (r.ofBound === null) {
           expect(r.bound, at).toMatch(/^no bound: \S/);
-          expect(r.verdict, at).toMatch(/no bound, so judged by the old target|^PASS|^NOT RATED: \S/);
+          expect(r.verdict, at).toMatch(/no bound, so judged by the old target|^PASS|^NOT RATED: \S|^FALL SHORT: library [\d.]+x raw > 1\.02x.*; the bound NOT RATED: \S/);
         } else expect(Number.isFinite(r.ofBound), at).toBe(true);
         expect(`${r.measured} ${r.bound} ${r.raw} ${r.verdict}`, at).not.toMatch(/NaN|Infinity/);
       }
