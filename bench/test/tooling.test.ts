@@ -228,10 +228,10 @@ describe('scenario verdicts in words (no GPU)', () => {
     expect(coarse).not.toMatch(/within/);
     // Steady timestamps: judged, a miss reads as one.
     expect(timingVerdict([{ targetMs: 1, ratio: 1.08, rawSpread: 0.004 }, { targetMs: 4, ratio: 0.99, rawSpread: 0.002 }], false)).toBe(
-      'elapsedTime vs raw timestamp queries on the same sleep kernels: within 8.0% (P6 target 5%); ratios 1.080, 0.990 for 1.00 ms, 4.00 ms',
+      'elapsedTime vs raw timestamp queries on the same sleep kernels: off by at most 8.0% (P6 target: within 5%: missed); ratios 1.080, 0.990 for 1.00 ms, 4.00 ms',
     );
     expect(timingVerdict([{ targetMs: 0.25, ratio: 1.3, rawSpread: 0.1 }, { targetMs: 4, ratio: 1.01, rawSpread: 0.01 }], false)).toMatch(
-      /: within 1\.0% \(P6 target 5%\) at 4\.00 ms; n\/a at 0\.25 ms \(the raw timestamps are too coarse here to judge 5%: the same kernel's raw duration spread 10\.0% run to run\); ratios/,
+      /: off by at most 1\.0% \(P6 target: within 5%: met\) at 4\.00 ms; n\/a at 0\.25 ms \(the raw timestamps are too coarse here to judge 5%: the same kernel's raw duration spread 10\.0% run to run\); ratios/,
     );
   });
 
