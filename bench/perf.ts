@@ -70,6 +70,8 @@ export interface PerfResult {
   date: string;
   commit?: string;
   quick: boolean;
+  /** The groups run, where `--only` chose some (absent: every group). */
+  only?: string[];
   seed: number;
   device: DeviceReport;
   /** The adapter as one line (also in every metric). */
@@ -131,6 +133,7 @@ export async function runPerf(ctx: Context, options: PerfSuiteOptions = {}): Pro
     date: new Date().toISOString(),
     ...(options.commit ? { commit: options.commit } : {}),
     quick,
+    ...(options.only ? { only: groups.map((x) => x.id) } : {}),
     seed,
     device: deviceReport(ctx, runner),
     card: deviceLine(ctx),
@@ -180,7 +183,7 @@ export function formatBounded(b: BoundedReport): string[] {
 /** The metrics, the tables and the errors as plain text. */
 export function formatPerf(result: PerfResult): string {
   const lines: string[] = [];
-  lines.push(`perf: ${result.card}${result.driver ? `, driver ${result.driver}` : ''}; ${result.quick ? 'QUICK (tiny sizes: the numbers say little)' : 'full'}; seed ${result.seed}; ${result.date}${result.commit ? `; commit ${result.commit.slice(0, 12)}` : ''}`);
+  lines.push(`perf: ${result.card}${result.driver ? `, driver ${result.driver}` : ''}; ${result.quick ? 'QUICK (tiny sizes: the numbers say little)' : 'full'}${result.only ? ` (only ${result.only.join(', ')})` : ''}; seed ${result.seed}; ${result.date}${result.commit ? `; commit ${result.commit.slice(0, 12)}` : ''}`);
   if (isSoftwareDevice(result.device)) lines.push(SOFTWARE_WARNING);
   lines.push('');
   for (const m of result.metrics) {

@@ -435,5 +435,7 @@ describe.skipIf(!ctx)('bench:perf bundle (dist/cli/bench-perf.mjs)', () => {
     const json = JSON.parse(readFileSync(join(out, file!), 'utf8')) as PerfResult;
     expect(validatePerfResult(json)).toEqual([]);
     expect(json.metrics.map((m) => m.id)).toEqual(['P2', 'P2.writeBuffer', 'P6']);
+    expect(json.only, 'a partial run says which groups it ran').toEqual(['upload', 'event-timing']);
+    expect(run.stdout).toMatch(/; QUICK \(tiny sizes: the numbers say little\) \(only upload, event-timing\); seed/);
   }, 180_000);
 });
