@@ -635,7 +635,7 @@ export const overlapGroup: PerfGroup = {
       rows
         .map(
           (r) =>
-            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (${r.effWhy ?? 'not measured'})` : effText(r.efficiency)} (old target >= ${TARGET_P1.toFixed(2)}; sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${effText(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)} (raw' / raw ${num(r.raw2OverRaw)}: a second raw pipeline, the floor); host-thread bound: WebGPU calls ${num(r.apiMs)} ms on the host thread, max(host + calls, GPU) = ${num(r.bound)} ms, eff <= ${boundText(r, r.boundEfficiency)}; in-run bound, max(host thread inside the timed runs (fill + read-out + calls), first submit's fills + GPU + last read-out): library max(${num(r.inRunHost)}, ${num(r.ends)} + ${num(r.gpu)}) ms, eff <= ${boundText(r, r.inRunBoundEfficiency)}, raw WebGPU max(${num(r.rawInRunHost)}, ${num(r.rawEnds)} + ${num(r.gpu)}) ms, eff <= ${boundText(r, r.rawInRunBoundEfficiency)})`,
+            `${sizeText(r.bytes)}: eff ${Number.isNaN(r.efficiency) ? `n/a (${r.effWhy ?? 'not measured'})` : effText(r.efficiency)} (old target >= ${TARGET_P1.toFixed(2)}; sync ${num(r.sync)} ms, overlapped ${num(r.ovl)} ms = ${num(r.speedup)}x, ideal ${num(r.ideal)} ms = max(host ${num(r.host)}, GPU ${num(r.gpu)}); ${planText(r.plan)}; raw WebGPU, same plan: ${num(r.raw)} ms, eff ${effText(r.rawEfficiency)}; library / raw paired by repeat ${num(r.libOverRaw)} (raw' / raw ${num(r.raw2OverRaw)}: a second raw pipeline, the floor); host-thread bound: WebGPU calls ${num(r.apiMs)} ms on the host thread, max(host + calls, GPU) = ${num(r.bound)} ms, eff ${boundText(r, r.boundEfficiency)}; in-run bound, max(host thread inside the timed runs (fill + read-out + calls), first submit's fills + GPU + last read-out): library max(${num(r.inRunHost)}, ${num(r.ends)} + ${num(r.gpu)}) ms, eff ${boundText(r, r.inRunBoundEfficiency)}, raw WebGPU max(${num(r.rawInRunHost)}, ${num(r.rawEnds)} + ${num(r.gpu)}) ms, eff ${boundText(r, r.rawInRunBoundEfficiency)})`,
         )
         .join('; ') + (notes.length ? `; ${notes.join('; ')}` : '') + `; GPU work timed by ${rows[0]?.gpuMethod ?? '-'}`;
     const m = metric(ctx, {
@@ -709,8 +709,8 @@ function effText(e: number): string {
 
 /** A bound's efficiency; where n/a and the efficiency is rated, the bound left no gain over sync beyond noise. */
 function boundText(r: Pick<SizeRow, 'effWhy'>, e: number): string {
-  if (!Number.isNaN(e)) return effText(e);
-  return r.effWhy ? 'not rated (as the efficiency)' : 'n/a (no gain over sync beyond noise)';
+  if (!Number.isNaN(e)) return `<= ${effText(e)}`;
+  return r.effWhy ? 'n/a (not rated, as the efficiency)' : 'n/a (no gain over sync beyond noise)';
 }
 
 /** A table cell: the figure rounded, or 'n/a' where it could not be rated (the table's verdict says why). */
