@@ -131,6 +131,8 @@ export function textureOptions(options: TextureOptions, device: GPUDevice, label
   if (dimension !== '1d' && dimension !== '2d' && dimension !== '3d') throw new InvalidArgumentError(`Expected \`dimension\` to be '1d', '2d' or '3d', got ${showValue(dimension)}`, site);
   const size = extent(options.size, 'size', site);
   if (dimension === '1d' && (size[1] !== 1 || size[2] !== 1)) throw new InvalidArgumentError(`a '1d' texture is one row: \`size\` [${size.join(', ')}] has a height or depth above 1`, site);
+  const block = /^astc-(\d+)x(\d+)/.exec(format)?.slice(1).map(Number) ?? (/^(bc|etc2|eac)/.test(format) ? [4, 4] : null);
+  if (block && (size[0] % block[0]! !== 0 || size[1] % block[1]! !== 0)) throw new InvalidArgumentError(`'${format}' is stored in ${block[0]}x${block[1]} blocks: \`size\` [${size.join(', ')}] is not a whole number of them`, site);
   const max = dimension === '1d' ? limits.maxTextureDimension1D : dimension === '2d' ? limits.maxTextureDimension2D : limits.maxTextureDimension3D;
   size.forEach((n, i) => {
     const cap = i === 2 && dimension === '2d' ? limits.maxTextureArrayLayers : max;

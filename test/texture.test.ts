@@ -283,6 +283,7 @@ describe(`textures (seed ${seed})`, () => {
     refused({ size: [8, 8], format: 'rgba8unorm-srgb', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST }, /'rgba8unorm-srgb' cannot be a storage texture/);
     refused({ size: [8, 8], format: 'rgba9unorm' }, /to be a GPUTextureFormat such as 'rgba8unorm', got `"rgba9unorm"`/);
     if (!ctx.device.features.has('texture-compression-astc')) refused({ size: [8, 8], format: 'astc-4x4-unorm' }, /needs the device feature 'texture-compression-astc'/);
+    if (ctx.device.features.has('texture-compression-bc')) refused({ size: [6, 8], format: 'bc1-rgba-unorm' }, /'bc1-rgba-unorm' is stored in 4x4 blocks: `size` \[6, 8, 1\] is not a whole number of them/);
     expect(ctx.memory.current).toBe(before);
     // A bystander's work is not touched by any of it.
     const s = ctx.createStream({ label: 'bystander' });
