@@ -284,12 +284,19 @@ function floor(): VectorClock {
   for (let i = 0; i < pendingHostFns.length; i++) if (!pendingHostFns[i]!.done) pendingHostFns[kept++] = pendingHostFns[i]!;
   pendingHostFns.length = kept;
   if (kept === 0) return host.clock;
-  const f = host.clock.slice();
+  const fns = hostFnFloor();
+  return host.clock.map((x, i) => Math.min(x, fns[i] ?? 0));
+}
+
+/** The entry-wise least of the pending host functions' clocks (after `floor()` pruned the done ones). */
+function hostFnFloor(): VectorClock {
+  let f: number[] | null = null;
   for (const op of pendingHostFns) {
     const c = hostFnClocks.get(op)!;
-    for (let i = 0; i < f.length; i++) f[i] = Math.min(f[i]!, c[i] ?? 0);
+    if (!f) f = c.slice();
+    else for (let i = 0; i < f.length; i++) f[i] = Math.min(f[i]!, c[i] ?? 0);
   }
-  return f;
+  return f ?? NONE;
 }
 
 /** Ordered before every access to come (`floor()`). */
@@ -327,8 +334,10 @@ function record(buffer: GPUBuffer | GPUTexture, acc: Access): void {
   const vc = acc.vc;
   let list = sh.list;
   // Covered by `acc` and ordered before it: a later access that races with one of them races
-  // with `acc` too (a read cannot stand in for a write).
+  // with `acc` too (a read cannot stand in for a write). Not so for a pending host function's view,
+  // checked when it runs but as old as its enqueue: keep what one of those does not follow.
   const f = floor();
+  const fns = pendingHostFns.length > 0 ? hostFnFloor() : null;
   const hi = sh.upper(acc.end);
   let lo = hi;
   const from = acc.start - sh.maxLen;
@@ -343,7 +352,7 @@ function record(buffer: GPUBuffer | GPUTexture, acc: Access): void {
     const win: Access[] = [];
     for (let i = lo; i < hi; i++) {
       const a = list[i]!;
-      const covered = acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write) && a.epoch <= (vc[a.entry] ?? 0);
+      const covered = acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write) && a.epoch <= (vc[a.entry] ?? 0) && (!fns || a.epoch <= (fns[a.entry] ?? 0));
       if (covered || before(a, f)) continue;
       if (!placed && a.start >= acc.start) {
         win.push(acc);

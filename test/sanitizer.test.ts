@@ -410,6 +410,25 @@ const CASES: Case[] = [
     },
   },
   {
+    name: "a later op that covers another stream's read does not hide it from a host function enqueued before that op",
+    async run(racy) {
+      const [a, b] = [stream('a'), stream('b')];
+      const [x, y] = [dev('x'), dev('y')];
+      const p = A.allocHost(BYTES, 'upload', { label: `pu${++uid}` });
+      const g = gate();
+      b.upload(p, x); // b reads p
+      if (!racy) a.waitStream(b);
+      a.hostFn(() => g.wait);
+      const fillId = a.hostFn(() => void p.f32.set(r.f32Array(N))); // writes p when it runs
+      if (racy) a.waitStream(b);
+      a.upload(p, y); // covers b's read and follows it: it must not stand in for it
+      await drained(b);
+      g.open();
+      await a.synchronize().catch(() => undefined);
+      return { op: fillId, buffer: p };
+    },
+  },
+  {
     name: 'stream.synchronize() of the writer orders the host; of another stream it does not',
     async run(racy) {
       const [a, b, c] = [stream('a'), stream('b'), stream('c')];
