@@ -15,7 +15,7 @@ import { Kernel } from './kernels.js';
 import { launchResources, type Binding, type UnwrapBuffer } from './launch-args.js';
 import { DeviceBuffer, type DeviceResource } from './memory.js';
 import { NONE, type CopyPayload, type DownloadPayload, type HostFnPayload, type Op, type StreamQueue, type UploadPayload } from './op.js';
-import { TextureRegion, type DeviceTexture } from './texture.js';
+import { DeviceTexture, TextureRegion } from './texture.js';
 import { bufferTexture, downloadTexture, textureArg, textureOptions, textureToTexture, uploadTexture, type TextureTransferOptions } from './texture-copy.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
@@ -431,7 +431,7 @@ export class Stream {
   #texture(p: CopyPayload | UploadPayload | DownloadPayload, tracked: DeviceResource[], site: Site, resources: number): number {
     const name = (x: GPUBuffer | TextureRegion | null | undefined): string => (x instanceof TextureRegion ? x.label : x?.label || 'host');
     const [from, to] = p.kind === 'upload' ? [p.pinned?.label ?? 'host', name(p.dst)] : p.kind === 'download' ? [name(p.src), p.pinned?.label ?? 'host'] : [name(p.src), name(p.dst)];
-    return this.#enqueue(p, NONE, tracked, site, from, to, tracked.length < resources).id;
+    return this.#enqueue(p, NONE, tracked, site, from, to, tracked.length < resources || tracked.some((t) => t instanceof DeviceTexture && t.invalid !== null)).id;
   }
 
   /** `p` is a pinned buffer for `kind`s on this device, or an array view (pageable memory); else throws. */

@@ -285,6 +285,23 @@ describe(`textures (seed ${seed})`, () => {
     if (!ctx.device.features.has('texture-compression-astc')) refused({ size: [8, 8], format: 'astc-4x4-unorm' }, /needs the device feature 'texture-compression-astc'/);
     if (ctx.device.features.has('texture-compression-bc')) refused({ size: [6, 8], format: 'bc1-rgba-unorm' }, /'bc1-rgba-unorm' is stored in 4x4 blocks: `size` \[6, 8, 1\] is not a whole number of them/);
     expect(ctx.memory.current).toBe(before);
+    // What the call cannot judge (a format that cannot be rendered to, with RENDER_ATTACHMENT): the
+    // texture's transfers go alone until WebGPU has judged it, so its first use fails only itself;
+    // after that, its use is refused at the call.
+    const bad = ctx.allocTexture({ size: [8, 8], format: 'rgb9e5ufloat', usage: GPUTextureUsage.COPY_DST | GPUTextureUsage.RENDER_ATTACHMENT, label: 'unrenderable' });
+    const [sa, sb] = [ctx.createStream({ label: 'uses it' }), ctx.createStream({ label: 'beside it' })];
+    const seed0 = randomSeed();
+    const y = rng(seed0).u32Array(64);
+    const dy = ctx.alloc(256);
+    sa.upload(new Uint8Array(8 * 8 * 4), bad);
+    sb.upload(y, dy);
+    const backY = new Uint32Array(64);
+    sb.download(dy, backY);
+    await expect(sa.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError', stream: 'uses it' });
+    await sb.synchronize();
+    expect(firstMismatch(backY, y), `seed ${seed0}`).toBeNull();
+    expect(() => sa.upload(new Uint8Array(8 * 8 * 4), bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/'unrenderable'\) is a texture WebGPU refused at allocTexture/) }));
+    bad.destroy();
     // A bystander's work is not touched by any of it.
     const s = ctx.createStream({ label: 'bystander' });
     const seed = randomSeed();
