@@ -27,8 +27,10 @@ export class CallSite implements Site {
     readonly context: string,
     public enqueueSite: Error | undefined,
     readonly capture: boolean,
+    /** The public method called: the stack is cut above it, so the caller's frame comes first whatever the files are named (a bundler's). */
+    readonly entry?: (...args: never[]) => unknown,
   ) {}
   get callSite(): Error | undefined {
-    return this.enqueueSite ?? (this.capture ? (this.#lazy ??= captureSite(true)) : undefined);
+    return this.enqueueSite ?? (this.capture ? (this.#lazy ??= captureSite(true, this.entry)) : undefined);
   }
 }

@@ -257,6 +257,9 @@ const INTERNAL_FRAME = /webgpu-streams[\\/]dist[\\/]|^\s*at new |node:internal|\
  */
 const OWN_SOURCE: string[] | null = ((): string[] | null => {
   const url = import.meta.url;
+  // Bundled alone into a file named after it (a dev server's prebundled dependency): that file is ours.
+  const own = /^(.*[\\/]webgpu-streams[^\\/?]*\.[cm]?js)(\?.*)?$/.exec(url);
+  if (own) return [own[1]!];
   const m = /^(.*[\\/]src[\\/])errors\.[tj]s(\?.*)?$/.exec(url);
   if (!m) return null;
   const prefix = m[1]!;

@@ -397,9 +397,9 @@ export class Stream {
    * `captureStacks: 'all'`), which keeps the per-op cost of hot loops low.
    */
   #site(op: string, failsLater = false): Site {
-    const mode = this.#host.captureStacks;
-    const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true, (Stream.prototype as unknown as Record<string, (...args: never[]) => unknown>)[op]) : undefined;
-    const site = new CallSite(op, this.label, this.#host.label, eager, mode !== false);
+    const mode = this.#host.captureStacks, entry = (Stream.prototype as unknown as Record<string, (...args: never[]) => unknown>)[op];
+    const eager = mode === 'all' || (mode === true && failsLater) ? captureSite(true, entry) : undefined;
+    const site = new CallSite(op, this.label, this.#host.label, eager, mode !== false, entry);
     if (this.queue.destroyed) throw new DestroyedError(`stream '${this.label}' was destroyed; create a new one with ctx.createStream()`, site);
     this.#host.checkAlive(op, this.label);
     return site;

@@ -11,6 +11,7 @@ import { createContext, StreamError, workgroupsFor, type Context } from '../src/
 import { bucketSize } from '../src/transfer.js';
 import { reflectWgsl } from '../src/wgsl.js';
 import { formatSite } from '../src/errors.js';
+import { CallSite } from '../src/call-site.js';
 import { fileURLToPath } from 'node:url';
 
 type GpuCtx = Context & { errors: string[] };
@@ -202,6 +203,22 @@ describe('call sites found deep in a check', () => {
     const late = await idle.synchronize().then(() => null, (x: unknown) => x as StreamError);
     expect(late).toMatchObject({ name: 'DestroyedError', op: 'synchronize', stream: 'idle', context: 'ended' });
     expect(late!.callSite).toMatch(/^at .*errors\.test\.ts/);
+  });
+
+  it('a call site captured below a public method starts at its caller, whatever the files are named (a bundle)', () => {
+    let site!: CallSite;
+    function publicMethod(): void {
+      check();
+    }
+    function check(): void {
+      site = new CallSite('copy', 's', 'c', undefined, true, publicMethod);
+      void site.callSite; // captured here, two calls below the method
+    }
+    function usersCode(): void {
+      publicMethod();
+    }
+    usersCode();
+    expect(site.callSite!.stack!.split('\n')[1]).toMatch(/^\s+at usersCode /);
   });
 
   it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {
