@@ -41,7 +41,11 @@ export async function httpSource(url: string | URL, options: HttpSourceOptions =
   }
   const size = Number(head.headers.get('content-length'));
   if (!head.ok || !Number.isSafeInteger(size)) throw new UploadSourceError(`HEAD ${label} answered ${head.status} without a Content-Length: the size is unknown`, site);
-  if (head.headers.get('accept-ranges') !== 'bytes') throw new UploadSourceError(`${label} is not served in byte ranges (no Accept-Ranges: bytes); pass the response body to uploadFrom to read it whole`, site);
+  // Accept-Ranges is optional (and unexposed across origins): without it, one byte asked for says.
+  const ranges = head.headers.get('accept-ranges');
+  if (ranges !== 'bytes' && (ranges === 'none' || size === 0 || !(await servesRanges(f, url, headers)))) {
+    throw new UploadSourceError(`${label} is not served in byte ranges (no Accept-Ranges: bytes, and a request for byte 0 did not answer 206 Partial Content); pass the response body to uploadFrom to read it whole`, site);
+  }
   // The version opened: each range must come from it (compared, not sent as If-Range: that header
   // would make every cross-origin request a preflighted one).
   const opened = VERSION_HEADERS.map((k) => head.headers.get(k));
@@ -67,4 +71,15 @@ export async function httpSource(url: string | URL, options: HttpSourceOptions =
       return n;
     },
   };
+}
+
+/** Whether `url` answers a request for its first byte with 206 Partial Content. */
+async function servesRanges(f: typeof fetch, url: string | URL, headers: Record<string, string>): Promise<boolean> {
+  try {
+    const res = await f(url, { headers: { ...headers, Range: "bytes=0-0" } });
+    await res.arrayBuffer(); // frees the connection
+    return res.status === 206;
+  } catch {
+    return false;
+  }
 }

@@ -675,6 +675,23 @@ describe(`uploadFrom (seed ${seed})`, () => {
       }
       const noRanges = async (): Promise<Response> => new Response(null, { headers: { 'content-length': '10' } });
       await expect(httpSource('http://example.invalid/x', { fetch: noRanges as typeof fetch })).rejects.toThrow(/not served in byte ranges/);
+      // A server that answers ranges without saying Accept-Ranges (optional in HTTP; Vite's static server): one byte asked for tells.
+      const data = bytesOf(64 << 10);
+      const quiet = async (_url: string | URL, init?: RequestInit): Promise<Response> => {
+        if (init?.method === 'HEAD') return new Response(null, { headers: { 'content-length': String(data.length) } });
+        const m = /bytes=(\d+)-(\d+)/.exec((init?.headers as Record<string, string> | undefined)?.['Range'] ?? '');
+        if (!m) return new Response(data as Uint8Array<ArrayBuffer>);
+        const [a, b] = [Number(m[1]), Number(m[2])];
+        return new Response(data.slice(a, b + 1) as Uint8Array<ArrayBuffer>, { status: 206, headers: { 'content-range': `bytes ${a}-${b}/${data.length}` } });
+      };
+      const q = await httpSource('http://example.invalid/quiet', { fetch: quiet as typeof fetch });
+      const s2 = ctx.createStream({ label: 'quiet server' });
+      const dq = ctx.alloc(data.length);
+      s2.uploadFrom(q, dq);
+      const back = new Uint8Array(data.length);
+      s2.download(dq, back);
+      await s2.synchronize();
+      expect(firstDiff(back, data), `seed ${seed}`).toBe(-1);
       await expect(httpSource(`${server.origin}/missing.bin`)).rejects.toThrow(UploadSourceError);
     } finally {
       await server.close();
