@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuContext, randomSeed, rng } from './fixtures/gpu.js';
-import { createContext, workgroupsFor, type Context } from '../src/index.js';
+import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { createNodeContext } from '../src/node.js';
 import { sameDevice, twoDevices } from './fixtures/cross-context.js';
 import { benchKernels } from '../bench/kernels/index';
@@ -206,6 +206,37 @@ describe('destroy and device loss', () => {
     expect(() => c.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => s.hostFn(() => {})).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => c.alloc(64)).toThrow(/context 'ctx#\d+': the context was destroyed/);
+  });
+
+  it('device loss while a pageable download is being read back fails that op; nothing goes unhandled (it crashed the process)', async () => {
+    for (let i = 0; i < 20; i++) {
+      const c = await gpuContext({ label: `lost ${i}` });
+      const s = c.createStream();
+      const d = c.alloc(1 << 20);
+      const pin = c.allocHost(1 << 20, 'download');
+      s.download(d, pin);
+      s.download(d, new Uint8Array(1 << 20)); // its read-back maps in the same submit as pin
+      void pin.ready().then(() => c.device.destroy(), () => undefined);
+      const err = await s.synchronize().then(() => null, (e: unknown) => e);
+      expect(err === null || err instanceof StreamError, String(err)).toBe(true); // lost before or after the read
+      c.destroy();
+    }
+    // The race made certain: the read of the mapped range throws as Dawn's does on a lost device.
+    const c = await gpuContext({ label: 'read fails' });
+    const proto = (globalThis as unknown as { GPUBuffer: { prototype: GPUBuffer } }).GPUBuffer.prototype;
+    const read = proto.getMappedRange;
+    proto.getMappedRange = function (this: GPUBuffer, ...a: Parameters<GPUBuffer['getMappedRange']>) {
+      if (this.label.startsWith('staging readback')) throw new DOMException('device lost', 'OperationError');
+      return read.apply(this, a);
+    };
+    try {
+      const s = c.createStream({ label: 'reads' });
+      s.download(c.alloc(64), new Uint8Array(64));
+      await expect(s.synchronize()).rejects.toMatchObject({ op: 'download', stream: 'reads', message: expect.stringMatching(/device lost/) });
+    } finally {
+      proto.getMappedRange = read;
+      c.destroy();
+    }
   });
 
   it('device loss rejects every pending wait with DeviceLostError and later calls throw it', async () => {

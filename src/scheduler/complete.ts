@@ -225,8 +225,9 @@ export class Completer {
     const view = p.view!;
     const size = p.size;
     p.readback = null;
-    Promise.all([validation, rb.mapAsync(MapMode.READ, 0, size)]).then(
-      ([err]) => {
+    // .catch, not a second handler: a read failing in the first (its device lost meanwhile) fails the op, never goes unhandled.
+    Promise.all([validation, rb.mapAsync(MapMode.READ, 0, size)])
+      .then(([err]) => {
         // Nothing is written into the user's array for an op that failed (its copy never ran).
         if (!err && !op.done) {
           if (view.byteLength !== (p.unpack?.bytes ?? size)) {
@@ -240,19 +241,19 @@ export class Completer {
         }
         this.host.staging.releaseReadback(rb);
         this.partDone(op);
-      },
-      (e: unknown) => {
+      })
+      .catch((e: unknown) => {
         if (rb.mapState === 'mapped') rb.unmap();
         this.fail(op, this.#asError(e, op));
-      },
-    );
+      });
   }
 
   #readTimestamps(b: Batch): void {
     const ts = b.ts!;
     const n = b.queries;
-    ts.readback.mapAsync(MapMode.READ, 0, n * 8).then(
-      () => {
+    ts.readback
+      .mapAsync(MapMode.READ, 0, n * 8)
+      .then(() => {
         const stamps = new BigUint64Array(ts.readback.getMappedRange(0, n * 8).slice(0));
         ts.readback.unmap();
         this.encoder.releaseTimestamps(ts);
@@ -272,9 +273,8 @@ export class Completer {
         }
         this.#alignClocks(b.tSubmit, minBegin, performance.now(), maxEnd);
         for (const t of b.timed) this.partDone(t.op);
-      },
-      (e: unknown) => b.timed.forEach((t) => this.fail(t.op, this.#asError(e, t.op))),
-    );
+      })
+      .catch((e: unknown) => b.timed.forEach((t) => this.fail(t.op, this.#asError(e, t.op))));
   }
 
   #alignClocks(tSubmitMs: number, gpuBegin: bigint | null, tDoneMs: number, gpuEnd: bigint): void {
