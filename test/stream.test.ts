@@ -289,6 +289,28 @@ describe('lifetimes', () => {
     expect(contextInternals(ctx).scheduler.streams).toContain(kept.queue);
   });
 
+  it('streams that ran only host functions are let go with no GPU work at all (the busy list kept every one)', async () => {
+    const own = await gpuContext();
+    try {
+      const queues: WeakRef<object>[] = [];
+      for (let i = 0; i < 400; i++) {
+        const s = own.createStream();
+        s.hostFn(() => {});
+        queues.push(new WeakRef(s.queue));
+        s.destroy();
+        if (i % 50 === 49) await own.synchronize();
+      }
+      await own.synchronize();
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setImmediate(r));
+        gc();
+      }
+      expect(queues.filter((q) => q.deref() !== undefined).length).toBeLessThan(150);
+    } finally {
+      own.destroy();
+    }
+  });
+
   it('streams dropped without destroy() are forgotten once collected and done; a failure on one still reaches ctx.synchronize()', async () => {
     const own = await gpuContext();
     try {

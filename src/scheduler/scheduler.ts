@@ -44,6 +44,7 @@ export class Scheduler implements QueueOwner {
   #pruneAt = 64;
   /** Streams with ops not yet ordered, each once (`busy`); idle ones leave at the next full scan. */
   readonly #busy: StreamQueue[] = [];
+  #busyCap = 64;
   /** Streams to look at in the next flush (an enqueue, a dependency ordered or done), each once (`dirty`). */
   readonly #dirty: StreamQueue[] = [];
   /** Look at every busy stream in the next flush (a submit finished, a map or a pipeline resolved). */
@@ -149,7 +150,8 @@ export class Scheduler implements QueueOwner {
     q.active++;
     if (!q.busy) {
       q.busy = true;
-      this.#busy.push(q);
+      // Grown past twice its last compacted size: the next flush drops the idle (host-only work never settles a batch, which would).
+      if (this.#busy.push(q) > this.#busyCap) this.#rescanAll = true;
     }
     this.#markDirty(q);
     if (eager) this.flush();
@@ -223,6 +225,7 @@ export class Scheduler implements QueueOwner {
           if (!q.inHeap && this.#canOrder(op)) heap.push(q);
         }
         busy.length = kept;
+        this.#busyCap = Math.max(64, 2 * kept);
       } else {
         for (let i = 0; i < dirty.length; i++) {
           const q = dirty[i]!;
