@@ -11,7 +11,7 @@ import { DeviceTexture, textureOptions, type TextureOptions } from './texture.js
 import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import { Sanitizer, type SanitizeMode } from './sanitizer.js';
-import { Scheduler } from './scheduler/scheduler.js';
+import { Scheduler, watchDeviceLoss } from './scheduler/scheduler.js';
 import { synchronizeAll } from './scheduler/wait.js';
 import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
@@ -270,10 +270,7 @@ export class Context {
         await done.synchronize();
       },
     };
-    this.lost = device.lost.then((info) => {
-      this.#scheduler.deviceLost(info.reason, info.message);
-      return { reason: info.reason, message: info.message };
-    });
+    this.lost = watchDeviceLoss(device, this.#scheduler);
   }
 
   /**

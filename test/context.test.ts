@@ -4,6 +4,8 @@
  * Chromium (test/e2e).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { gpuContext, randomSeed, rng } from './fixtures/gpu.js';
 import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { createNodeContext } from '../src/node.js';
@@ -206,6 +208,36 @@ describe('destroy and device loss', () => {
     expect(() => c.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => s.hostFn(() => {})).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => c.alloc(64)).toThrow(/context 'ctx#\d+': the context was destroyed/);
+  });
+
+  it('contexts borrowing a device are collected once destroyed and dropped, while the device lives on', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const owner = await gpuContext({ label: 'owner' });
+    try {
+      const refs: WeakRef<Context>[] = [];
+      for (let i = 0; i < 200; i++) {
+        const c = await createContext({ device: owner.device, label: `borrower ${i}` });
+        const s = c.createStream();
+        s.upload(new Uint32Array(16), c.alloc(64));
+        await s.synchronize();
+        refs.push(new WeakRef(c));
+        c.destroy();
+      }
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setImmediate(r));
+        gc();
+      }
+      expect(refs.filter((r) => r.deref() !== undefined).length).toBeLessThan(20);
+      const s = owner.createStream();
+      const x = rng(randomSeed()).u32Array(16), d = owner.alloc(64), back = new Uint32Array(16);
+      s.upload(x, d);
+      s.download(d, back);
+      await s.synchronize();
+      expect([...back]).toEqual([...x]);
+    } finally {
+      owner.destroy();
+    }
   });
 
   it('device loss while a pageable download is being read back fails that op; nothing goes unhandled (it crashed the process)', async () => {

@@ -432,3 +432,9 @@ export class Scheduler implements QueueOwner {
     this.#encoder.destroy();
   }
 }
+
+/** `device.lost` reaching `scheduler`, weakly and from outside a constructor (whose closures share `this`): a borrowed device outlives the contexts made on it. */
+export function watchDeviceLoss(device: GPUDevice, scheduler: Scheduler): Promise<{ reason: string; message: string }> {
+  const ref = new WeakRef(scheduler);
+  return device.lost.then((info) => (ref.deref()?.deviceLost(info.reason, info.message), { reason: info.reason, message: info.message }));
+}
