@@ -294,6 +294,8 @@ export class PinnedBuffer {
   map(): Promise<void> {
     if (this.state === 'mapped') return Promise.resolve();
     if (this.#mapping) return this.#mapping;
+    // Freed (destroyed once its ops ended, a context's close among them): no mapAsync on a destroyed buffer.
+    if (this.#freed) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('map')));
     this.state = 'mapping';
     const mode = this.kind === 'upload' ? MapMode.WRITE : MapMode.READ;
     return (this.#mapping = this.buffer.mapAsync(mode).then(this.#onMapped, this.#onMapFailed));

@@ -504,4 +504,20 @@ describe('after device loss', () => {
     g.open();
     c.destroy();
   });
+
+  it('ctx.destroy() right after a pinned buffer was destroyed while in use raises no WebGPU error (it mapped the freed buffer)', async () => {
+    for (const kind of ['upload', 'download'] as const) {
+      const c = await gpuContext({ label: `closing ${kind}` });
+      const s = c.createStream();
+      const d = c.alloc(1 << 16);
+      const pin = c.allocHost(1 << 16, kind);
+      if (kind === 'upload') s.upload(pin, d);
+      else s.download(d, pin);
+      pin.destroy(); // deferred while the op uses it
+      await Promise.resolve(); // submitted
+      c.destroy();
+      await new Promise((r) => setTimeout(r, 20));
+      expect(c.errors, kind).toEqual([]);
+    }
+  });
 });
