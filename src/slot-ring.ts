@@ -6,7 +6,7 @@
  * for its fill. Fills may run up to `count` uses ahead, so loading overlaps computing.
  */
 import type { Context } from './context.js';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { GpuEvent } from './event.js';
 import { DeviceBuffer } from './memory.js';
 import { Stream } from './stream.js';
@@ -92,13 +92,14 @@ export class SlotRing {
   fill(work: SlotWork): number {
     const i = this.#filled;
     const site = { op: 'SlotRing.fill', stream: this.producer.label, context: this.#context };
+    this.#outside(site);
     expectFunction('work', work, site);
     if (i - this.count >= this.#used) {
       throw new InvalidArgumentError(`fill of use ${i} needs ${this.label}[${i % this.count}], whose use ${i - this.count} is not enqueued yet: call use() first (at most ${this.count} fills ahead)`, site);
     }
     const k = i % this.count;
     if (i >= this.count) this.producer.waitEvent(this.#freed[k]!); // use i - count read this slot
-    work(this.buffers[k]!, this.producer, i);
+    this.#run(work, this.buffers[k]!, this.producer, i);
     this.#loaded[k]!.record(this.producer);
     this.#filled++;
     return i;
@@ -112,14 +113,30 @@ export class SlotRing {
   use(work: SlotWork): number {
     const i = this.#used;
     const site = { op: 'SlotRing.use', stream: this.consumer.label, context: this.#context };
+    this.#outside(site);
     expectFunction('work', work, site);
     if (i >= this.#filled) throw new InvalidArgumentError(`use ${i} of ${this.label}[${i % this.count}] has no fill enqueued: call fill() first`, site);
     const k = i % this.count;
     this.consumer.waitEvent(this.#loaded[k]!);
-    work(this.buffers[k]!, this.consumer, i);
+    this.#run(work, this.buffers[k]!, this.consumer, i);
     this.#freed[k]!.record(this.consumer);
     this.#used++;
     return i;
+  }
+
+  #inWork = false;
+  /** Throws when called from inside a fill's or use's `work` (both calls would take the same index). */
+  #outside(site: ErrorSite): void {
+    if (this.#inWork) throw new InvalidArgumentError(`${site.op}() was called from inside a fill() or use() callback; enqueue the next one after it returns`, site);
+  }
+  /** Runs a fill's or use's `work`; a fill() or use() from inside it is refused (both would take the same index). */
+  #run(work: SlotWork, slot: DeviceBuffer, stream: Stream, i: number): void {
+    this.#inWork = true;
+    try {
+      work(slot, stream, i);
+    } finally {
+      this.#inWork = false;
+    }
   }
 
   /** Destroys the slots the ring allocated (deferred while streams use them); buffers passed in stay yours. */

@@ -89,6 +89,12 @@ describe(`SlotRing (seed ${seed})`, () => {
     expect(() => ring.fill('x' as never)).toThrow(InvalidArgumentError);
     ring.destroy();
     expect(mine.every((b) => !b.destroyed)).toBe(true);
+    // A fill or use from inside a fill's or use's work is refused (it took the same index: use 1 read a slot never filled).
+    const nested = new SlotRing(ctx, { bytes: 64, producer: load, consumer: compute, label: 'nested' });
+    expect(() => nested.fill(() => void nested.fill(() => undefined))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'SlotRing.fill', message: expect.stringMatching(/called from inside a fill\(\) or use\(\) callback/) }));
+    expect(nested.fill(() => undefined), 'the refused fill took no index').toBe(0);
+    expect(() => nested.use(() => void nested.fill(() => undefined))).toThrow(/called from inside/);
+    nested.destroy();
     const own = new SlotRing(ctx, { bytes: 64, producer: load, consumer: compute });
     own[Symbol.dispose](); // `using` a ring destroys the slots it allocated
     expect(own.buffers.every((b) => b.destroyed)).toBe(true);
