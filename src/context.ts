@@ -2,7 +2,7 @@
  * `Context`: one `GPUDevice` and everything the runtime keeps per device: the default stream, the
  * scheduler, the staging pool, the built-in kernels, memory accounting and the trace.
  */
-import { atCall, DestroyedError, InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
+import { atCall, DestroyedError, EntrySite, InvalidArgumentError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { GpuEvent, type EventOptions } from './event.js';
 import { BufferUsage } from './gpu-constants.js';
 import { builtinShaders, Kernel, type KernelOptions } from './kernels.js';
@@ -279,7 +279,7 @@ export class Context {
    * CUDA and PyTorch. `nonBlocking`: do not synchronize with the default stream.
    */
   createStream(options: { label?: string; priority?: number; nonBlocking?: boolean } = {}): Stream {
-    const site = { op: 'createStream', context: this.label };
+    const site = this.#at('createStream');
     this.#checkAlive('createStream');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label', 'priority', 'nonBlocking'], site);
@@ -295,7 +295,7 @@ export class Context {
 
   /** A new event; `timing: true` for `elapsedTime`. */
   createEvent(options: EventOptions = {}): GpuEvent {
-    const site = { op: 'createEvent', context: this.label };
+    const site = this.#at('createEvent');
     this.#checkAlive('createEvent');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['timing', 'label'], site);
@@ -318,7 +318,7 @@ export class Context {
    * otherwise (checked as WebGPU does: MAP_READ goes only with COPY_DST, MAP_WRITE only with COPY_SRC).
    */
   alloc(bytes: number, options: { label?: string; usage?: number } = {}): DeviceBuffer {
-    const site = { op: 'alloc', context: this.label };
+    const site = this.#at('alloc');
     this.#checkAlive('alloc');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label', 'usage'], site);
@@ -333,7 +333,7 @@ export class Context {
 
   /** A texture in device memory, counted in `ctx.memory`; `destroy()` deferred while streams use it. */
   allocTexture(options: TextureOptions): DeviceTexture {
-    const site = { op: 'allocTexture', context: this.label };
+    const site = this.#at('allocTexture');
     this.#checkAlive('allocTexture');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
@@ -346,7 +346,7 @@ export class Context {
    * `'download'` (`stream.download` into it, read it once the op completed).
    */
   allocHost(bytes: number, kind: 'upload' | 'download', options: { label?: string } = {}): PinnedBuffer {
-    const site = { op: 'allocHost', context: this.label };
+    const site = this.#at('allocHost');
     this.#checkAlive('allocHost');
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
@@ -360,7 +360,7 @@ export class Context {
   /** A kernel from WGSL (bindings in @group(0), numbered from 0). */
   kernel(wgsl: string, options: KernelOptions = {}): Kernel {
     this.#checkAlive('kernel');
-    expectString('wgsl', wgsl, { op: 'kernel', context: this.label });
+    expectString('wgsl', wgsl, this.#at('kernel'));
     return new Kernel(this.device, wgsl, options, this.label);
   }
 
@@ -394,7 +394,7 @@ export class Context {
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
     try {
-      const site = { op: 'synchronize', context: this.label }, signal = syncSignal(options, site);
+      const site = this.#at('synchronize'), signal = syncSignal(options, site);
       this.#checkAlive('synchronize');
       return namedAbort(synchronizeAll(this.#scheduler, signal), signal, site);
     } catch (e) {
@@ -439,8 +439,11 @@ export class Context {
     this.destroy();
   }
 
+  /** Where a call of `op` came from: its stack cut above the method (a bundle's file names cannot tell the library's frames). */
+  #at = (op: string, stream?: string): ErrorSite => new EntrySite(op, this.label, stream === undefined ? Context.prototype : Stream.prototype, stream);
+
   #checkAlive(op: string, stream?: string): void {
-    const site = { op, context: this.label, ...(stream !== undefined ? { stream } : {}) };
+    const site = this.#at(op, stream);
     if (this.#destroyed) throw new DestroyedError('the context was destroyed; create a new one with createContext()', site);
     if (this.#scheduler.closed) throw atCall(this.#scheduler.closed, site);
   }

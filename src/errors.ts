@@ -67,7 +67,8 @@ export function ownWords(e: StreamError): string {
 export function atCall(e: StreamError, site: ErrorSite): StreamError {
   if (e instanceof AggregateStreamError) return e;
   const Same = e.constructor as new (message: string, site: ErrorSite) => StreamError;
-  return new Same(ownWords(e), { ...site, cause: e });
+  const callSite = site.callSite; // a getter (EntrySite) is not spread
+  return new Same(ownWords(e), { ...site, ...(callSite !== undefined ? { callSite } : {}), cause: e });
 }
 
 /** A bad argument or option: wrong type, out of range, unaligned, kernel bindings that do not fit the kernel. Thrown at the call. */
@@ -283,4 +284,22 @@ export function formatSite(site: string | Error | undefined): string | undefined
     .map((l) => l.trim())
     .filter((l) => FRAME.test(l) && !internalFrame(l));
   return frames.length ? frames.join('\n') : undefined;
+}
+
+/** @internal a site of a context call (or a stream's, checked by its context): its stack, captured when an error reads it, is cut above the method called on `proto`. */
+export class EntrySite implements ErrorSite {
+  #lazy: Error | undefined;
+  declare readonly stream?: string;
+  constructor(
+    readonly op: string,
+    readonly context: string,
+    readonly proto: object,
+    stream?: string,
+  ) {
+    if (stream !== undefined) (this as { stream?: string }).stream = stream;
+  }
+  get callSite(): Error | undefined {
+    const entry = (this.proto as Record<string, unknown>)[this.op];
+    return (this.#lazy ??= captureSite(true, typeof entry === 'function' ? (entry as (...args: never[]) => unknown) : undefined));
+  }
 }

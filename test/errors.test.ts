@@ -10,7 +10,7 @@ import { gpuContext, useGpuContext, rng, randomSeed } from './fixtures/gpu.js';
 import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { bucketSize } from '../src/transfer.js';
 import { reflectWgsl } from '../src/wgsl.js';
-import { formatSite } from '../src/errors.js';
+import { atCall, DestroyedError, EntrySite, formatSite } from '../src/errors.js';
 import { CallSite } from '../src/call-site.js';
 import { fileURLToPath } from 'node:url';
 
@@ -219,6 +219,24 @@ describe('call sites found deep in a check', () => {
     }
     usersCode();
     expect(site.callSite!.stack!.split('\n')[1]).toMatch(/^\s+at usersCode /);
+    // A context call's site finds its method on the prototype given.
+    class Api {
+      alloc(): EntrySite {
+        return deep(this);
+      }
+    }
+    const deep = (api: Api): EntrySite => {
+      const s = new EntrySite('alloc', 'c', Api.prototype);
+      void s.callSite; // read while the check runs, below the method
+      return s;
+    };
+    function allocates(): EntrySite {
+      return new Api().alloc();
+    }
+    expect(allocates().callSite!.stack!.split('\n')[1]).toMatch(/^\s+at allocates /);
+    // And an error raised again at a call (atCall) keeps that site's stack.
+    const again = atCall(new DestroyedError('closed', { context: 'c' }), site);
+    expect(again.callSite).toMatch(/^at usersCode /);
   });
 
   it("the library's own source frames are left out, a caller's file of the same name is kept, and so are no builtins", () => {
