@@ -361,7 +361,7 @@ export class Context {
   kernel(wgsl: string, options: KernelOptions = {}): Kernel {
     this.#checkAlive('kernel');
     expectString('wgsl', wgsl, this.#at('kernel'));
-    return new Kernel(this.device, wgsl, options, this.label);
+    return new Kernel(this.device, wgsl, options, this.#at('kernel'));
   }
 
   /** The built-in kernels (shaders/), compiled on first use. */

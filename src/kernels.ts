@@ -62,8 +62,9 @@ export class Kernel {
   /** Settles with the shader module's and layouts' validation error message, if any. */
   readonly #moduleError: Promise<string | undefined>;
 
-  constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}, context?: string) {
-    const site: ErrorSite = context === undefined ? { op: 'kernel' } : { op: 'kernel', context };
+  /** `at`: the context's label, or the site of the ctx.kernel() call (its errors name the caller's line in a bundle too). */
+  constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}, at?: string | ErrorSite) {
+    const site: ErrorSite = typeof at === 'object' ? at : at === undefined ? { op: 'kernel' } : { op: 'kernel', context: at };
     expectString('wgsl', wgsl, site);
     const o = expectObject('options', options, site);
     const proto = Object.getPrototypeOf(o) as unknown;
