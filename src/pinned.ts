@@ -97,6 +97,8 @@ export class PinnedBuffer {
   lastGroup: { readonly batch: number; readonly ops: unknown[] } | null = null;
   #mapping: Promise<void> | null = null;
   #waiters: (() => void)[] = [];
+  /** @internal why its last map failed (then it is not mapped again), or null */
+  mapError: unknown = null;
   /** The failure of an op using the buffer when its context closed: it names the op and its line. */
   #cutShort: unknown = null;
   #failWaiters: ((e: unknown) => void)[] = [];
@@ -179,6 +181,7 @@ export class PinnedBuffer {
     if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('ready')));
     const closed = this.#host.closed();
     if (closed) return Promise.reject(atCall(closed, this.#at('ready')));
+    if (this.mapError !== null && this.state !== 'mapped') return Promise.reject(this.mapError);
     if (this.#owned()) {
       joinHost(this.usersClock);
       return Promise.resolve();
@@ -296,6 +299,7 @@ export class PinnedBuffer {
     if (this.#mapping) return this.#mapping;
     // Freed (destroyed once its ops ended, a context's close among them): no mapAsync on a destroyed buffer.
     if (this.#freed) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('map')));
+    if (this.mapError !== null) return Promise.reject(this.mapError);
     this.state = 'mapping';
     const mode = this.kind === 'upload' ? MapMode.WRITE : MapMode.READ;
     return (this.#mapping = this.buffer.mapAsync(mode).then(this.#onMapped, this.#onMapFailed));
@@ -324,6 +328,7 @@ export class PinnedBuffer {
   readonly #onMapFailed = (err: unknown): never => {
     this.#mapping = null;
     this.state = 'unmapped';
+    this.mapError = err; // a buffer that cannot map (invalid: out of memory, its device lost) is not mapped again
     const closed = this.#host.closed();
     this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : err);
     throw err;

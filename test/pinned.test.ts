@@ -520,4 +520,29 @@ describe('after device loss', () => {
       expect(c.errors, kind).toEqual([]);
     }
   });
+
+  it('a pinned buffer that cannot map (invalid: out of memory, its device lost) fails its ops once; nothing spins and nothing hangs', async () => {
+    const c = await gpuContext({ label: 'cannot map' });
+    try {
+      const s = c.createStream({ label: 'reads back' });
+      const d = c.alloc(4096);
+      const pin = c.allocHost(4096, 'download', { label: 'broken' });
+      let maps = 0;
+      pin.buffer.mapAsync = () => (maps++, Promise.reject(new DOMException('the buffer is invalid', 'OperationError')));
+      s.download(d, pin);
+      await expect(s.synchronize()).rejects.toMatchObject({ op: 'download', stream: 'reads back', message: expect.stringMatching(/the buffer is invalid/) });
+      await expect(pin.ready()).rejects.toMatchObject({ message: expect.stringMatching(/the buffer is invalid/) });
+      expect(maps).toBe(1);
+      // The stream goes on with other buffers.
+      const seed = randomSeed();
+      const x = rng(seed).u32Array(1024);
+      const back = new Uint32Array(1024);
+      s.upload(x, d);
+      s.download(d, back);
+      await s.synchronize();
+      expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+    } finally {
+      c.destroy();
+    }
+  }, 20_000);
 });

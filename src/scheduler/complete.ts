@@ -332,7 +332,7 @@ export class Completer {
     // The last op using a pinned buffer completes once the buffer is mapped again, so the host
     // owns it after a synchronize, even when the op was skipped or failed.
     const pinned = op.pinned;
-    if (pinned && op.claimIndex >= 0 && pinned.claims === 1 && pinned.state !== 'mapped' && !pinned.destroyRequested && !this.host.closed) {
+    if (pinned && op.claimIndex >= 0 && pinned.claims === 1 && pinned.state !== 'mapped' && !pinned.destroyRequested && !this.host.closed && pinned.mapError === null) {
       op.pendingParts++;
       const mapped = (): void => this.partDone(op);
       pinned.map().then(mapped, mapped);
