@@ -79,9 +79,11 @@ describe('the packed tarball', () => {
   });
 
   it('every path in the exports map exists after the build', () => {
-    const pkg = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { exports: Record<string, string | Record<string, string>> };
+    type Target = string | { [condition: string]: Target };
+    const pkg = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { exports: Record<string, Target> };
+    const files = (t: Target): string[] => (typeof t === 'string' ? [t] : Object.values(t).flatMap(files));
     for (const [entry, target] of Object.entries(pkg.exports)) {
-      for (const file of typeof target === 'string' ? [target] : Object.values(target)) {
+      for (const file of files(target)) {
         expect(packedFiles, `${entry} -> ${file}`).toContain(file.replace(/^\.\//, ''));
         expect(existsSync(join(installed, file)), `${entry} -> ${file}`).toBe(true);
       }
