@@ -224,11 +224,13 @@ describe('destroy and device loss', () => {
         refs.push(new WeakRef(c));
         c.destroy();
       }
-      for (let i = 0; i < 3; i++) {
-        await new Promise((r) => setImmediate(r));
+      // Pending promises of the device (its own polling) may hold a context a while on a busy machine: give them time.
+      const alive = (): number => refs.filter((r) => r.deref() !== undefined).length;
+      for (let i = 0; i < 50 && alive() >= 20; i++) {
+        await new Promise((r) => setTimeout(r, 20));
         gc();
       }
-      expect(refs.filter((r) => r.deref() !== undefined).length).toBeLessThan(20);
+      expect(alive()).toBeLessThan(20);
       const s = owner.createStream();
       const x = rng(randomSeed()).u32Array(16), d = owner.alloc(64), back = new Uint32Array(16);
       s.upload(x, d);
