@@ -19,7 +19,7 @@ import { Stream, type StreamHost } from './stream.js';
 import { checkUsage, parseOptions } from './options.js';
 import { UploadRing } from './upload-ring.js';
 import { Trace } from './trace.js';
-import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
+import { expectBoolean, expectInteger, expectKnownKeys, expectLabel, expectObject, expectString, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /**
  * Priorities run from -5 (highest) to 0 (lowest, the default), as `cudaDeviceGetStreamPriorityRange`.
@@ -289,7 +289,7 @@ export class Context {
     const asked = o.priority === undefined ? 0 : (o.priority as number);
     const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
-    const label = o.label === undefined || o.label === '' ? `stream#${++this.#streams}` : expectString('label', o.label, site);
+    const label = expectLabel(o.label, () => `stream#${++this.#streams}`, site);
     return new Stream(this.#host, this.#scheduler.createQueue(label, priority, nonBlocking));
   }
 
@@ -300,7 +300,7 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['timing', 'label'], site);
     const timing = o.timing === undefined ? false : expectBoolean('timing', o.timing, site);
-    const label = o.label === undefined || o.label === '' ? `event#${++this.#events}` : expectString('label', o.label, site);
+    const label = expectLabel(o.label, () => `event#${++this.#events}`, site);
     return new GpuEvent(
       {
         scheduler: this.#scheduler,
@@ -325,7 +325,7 @@ export class Context {
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
     const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : checkUsage(expectInteger('usage', o.usage, 1, 0x3ff, site), site);
-    const label = o.label === undefined || o.label === '' ? `buffer#${++this.#buffers}` : expectString('label', o.label, site);
+    const label = expectLabel(o.label, () => `buffer#${++this.#buffers}`, site);
     const buffer = new DeviceBuffer(this.device, this.memory, bytes, label, usage);
     buffer.peer = this.#peer;
     return buffer;
@@ -337,7 +337,7 @@ export class Context {
     this.#checkAlive('allocTexture');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
-    const label = o.label === undefined || o.label === '' ? `texture#${++this.#buffers}` : expectString('label', o.label, site);
+    const label = expectLabel(o.label, () => `texture#${++this.#buffers}`, site);
     return new DeviceTexture(this.device, this.memory, textureOptions(options, this.device, label, site), site);
   }
 
@@ -353,15 +353,14 @@ export class Context {
     if (kind !== 'upload' && kind !== 'download') throw new InvalidArgumentError(`Expected \`kind\` to be 'upload' or 'download', got \`${String(kind)}\``, site);
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label'], site);
-    const label = o.label === undefined || o.label === '' ? `pinned#${++this.#buffers}` : expectString('label', o.label, site);
+    const label = expectLabel(o.label, () => `pinned#${++this.#buffers}`, site);
     return new PinnedBuffer(this.#pinnedHost, bytes, kind, label);
   }
 
   /** A kernel from WGSL (bindings in @group(0), numbered from 0). */
   kernel(wgsl: string, options: KernelOptions = {}): Kernel {
     this.#checkAlive('kernel');
-    expectString('wgsl', wgsl, this.#at('kernel'));
-    return new Kernel(this.device, wgsl, options, this.#at('kernel'));
+    return new Kernel(this.device, wgsl, options, this.#at('kernel')); // it checks `wgsl` and its options
   }
 
   /** The built-in kernels (shaders/), compiled on first use. */

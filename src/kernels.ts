@@ -6,7 +6,7 @@
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { ShaderStage } from './gpu-constants.js';
-import { expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
+import { expectInteger, expectKnownKeys, expectLabel, expectObject, expectString, showValue } from './validate.js';
 import { reflectWgsl, type BindingInfo } from './wgsl.js';
 import { layoutEntry } from './wgsl-resources.js';
 import vectorAddWgsl from '../shaders/vector_add.wgsl?raw';
@@ -71,7 +71,7 @@ export class Kernel {
     if (proto !== Object.prototype && proto !== null) throw new InvalidArgumentError(`Expected \`options\` to be a plain object, got ${showValue(options)}`, site);
     expectKnownKeys('options', o, ['entryPoint', 'label'], site);
     this.entryPoint = o.entryPoint === undefined ? 'main' : expectString('entryPoint', o.entryPoint, site);
-    this.label = o.label === undefined || o.label === '' ? this.entryPoint : expectString('label', o.label, site);
+    this.label = expectLabel(o.label, () => this.entryPoint, site);
     const info = reflectWgsl(wgsl, this.entryPoint, site);
     // A missing entry point would otherwise surface only as a pipeline error on the first launch.
     if (!info.entryPoints.includes(this.entryPoint)) {

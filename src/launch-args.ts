@@ -63,11 +63,10 @@ export function launchResources(kernel: Kernel, bindings: readonly Binding[], li
     else throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}' is a ${info.kind === 'texture' ? 'texture' : 'storage texture'}: pass a DeviceTexture, GPUTexture or GPUTextureView, got ${showValue(b)}`, site);
   }
   // A buffer or texture bound twice where either binding is writable is a WebGPU usage conflict.
-  const writes = (k: number): boolean => kernel.bindings[k]!.kind === 'storage' || (kernel.bindings[k]!.kind === 'storage-texture' && kernel.bindings[k]!.access !== 'read');
   for (let i = 0; i < resources.length; i++) {
     for (let j = i + 1; j < resources.length; j++) {
       const texture = textures?.[i] != null && textures[i] === textures[j];
-      if ((resources[i] === resources[j] || texture) && (writes(i) || writes(j))) {
+      if ((resources[i] === resources[j] || texture) && (written(kernel.bindings[i]!) || written(kernel.bindings[j]!))) {
         throw new InvalidArgumentError(`bindings ${i} and ${j} of kernel '${kernel.label}' are the same ${texture ? 'texture' : 'buffer'} and one is written (${texture ? 'a storage texture' : 'read_write'}); WebGPU forbids that aliasing: use a separate output ${texture ? 'texture' : 'buffer'}`, site);
       }
     }
@@ -128,4 +127,9 @@ function isView(x: unknown): x is GPUTextureView {
   const type = (globalThis as { GPUTextureView?: abstract new () => unknown }).GPUTextureView;
   if (type) return x instanceof type;
   return typeof x === 'object' && x !== null && (x as object).constructor?.name === 'GPUTextureView';
+}
+
+/** A binding the kernel writes: read_write storage, or a storage texture that is not read-only. */
+function written(b: BindingInfo): boolean {
+  return b.kind === 'storage' || (b.kind === 'storage-texture' && b.access !== 'read');
 }

@@ -10,7 +10,7 @@ import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { GpuEvent } from './event.js';
 import { DeviceBuffer } from './memory.js';
 import { Stream } from './stream.js';
-import { expectFunction, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
+import { expectFunction, expectInteger, expectKnownKeys, expectLabel, expectObject, showValue } from './validate.js';
 
 export interface SlotRingOptions {
   /** The stream that fills the slots (uploads, uploadFrom, copies, kernels writing them). */
@@ -46,7 +46,7 @@ export class SlotRing {
   constructor(ctx: Context, options: SlotRingOptions) {
     const site = { op: 'SlotRing', context: ctx.label };
     expectKnownKeys('options', expectObject('options', options, site), ['producer', 'consumer', 'bytes', 'count', 'buffers', 'label'], site);
-    const label = options.label === undefined || options.label === '' ? 'slot' : expectString('label', options.label, site);
+    const label = expectLabel(options.label, () => 'slot', site);
     const { producer, consumer } = options;
     for (const [name, s] of [['producer', producer], ['consumer', consumer]] as const) {
       if (!(s instanceof Stream) || s.queue.owner !== ctx.defaultStream.queue.owner) throw new InvalidArgumentError(`Expected \`${name}\` to be a Stream of context '${ctx.label}', got ${showValue(s)}`, site);

@@ -29,6 +29,11 @@ export function expectString(name: string, value: unknown, site: ErrorSite = {})
   return value;
 }
 
+/** A `label` option: a string, or (absent or empty, so messages never name '') the default `fallback()` makes. */
+export function expectLabel(value: unknown, fallback: () => string, site: ErrorSite = {}): string {
+  return value === undefined || value === '' ? fallback() : expectString('label', value, site);
+}
+
 export function expectFunction(name: string, value: unknown, site: ErrorSite = {}): (...args: never[]) => unknown {
   if (typeof value !== 'function') throw new InvalidArgumentError(`Expected \`${name}\` to be a function, got ${show(value)}`, site);
   return value as (...args: never[]) => unknown;
