@@ -106,6 +106,11 @@ export class GpuValidationError extends StreamError {
   override name = 'GpuValidationError';
 }
 
+/** A buffer or texture the device had no memory for (`torch.cuda.OutOfMemoryError`); reported by the ops that use it. */
+export class OutOfMemoryError extends StreamError {
+  override name = 'OutOfMemoryError';
+}
+
 /** A host function (`stream.hostFn`) or an encode callback (`stream.encode`) threw or rejected; `cause` holds what it threw. */
 export class HostFnError extends StreamError {
   override name = 'HostFnError';

@@ -40,6 +40,7 @@ export {
   DeadlockError,
   AggregateStreamError,
   GpuValidationError,
+  OutOfMemoryError,
   HostFnError,
   DependencyError,
   AbortError,

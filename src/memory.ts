@@ -1,5 +1,5 @@
 /** Device memory: `DeviceBuffer` with byte accounting and deferred destroy. */
-import { DestroyedError, type ErrorSite } from './errors.js';
+import { captureSite, DestroyedError, GpuValidationError, InvalidArgumentError, OutOfMemoryError, type ErrorSite, type StreamError } from './errors.js';
 import { BufferUsage } from './gpu-constants.js';
 
 /** Bytes of device buffers allocated through a context: now and at the peak since the last reset. */
@@ -45,6 +45,37 @@ export const DEFAULT_DEVICE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC |
 const collected = new FinalizationRegistry<{ stats: MemoryStats; bytes: number }>((h) => h.stats.sub(h.bytes));
 
 /**
+ * Resources whose creation WebGPU has not judged yet (an out-of-memory or validation error comes
+ * back later) or refused (until freed), across contexts, and the schedulers to wake once one is
+ * judged: while none, ops skip the check.
+ */
+export const judging = { count: 0, wakes: new Set<() => void>() };
+
+/**
+ * `rs`' first resource WebGPU refused, else null; false while a texture among them is not judged
+ * yet (its ops wait: `wake` runs once it is). A buffer's ops do not wait for its verdict (a first
+ * use a round trip later on every new buffer): if WebGPU refuses it, the op's submit fails and the
+ * op reports the refusal (refusedOf).
+ */
+export function verdictOf(rs: readonly DeviceResource[], wake: () => void): DeviceResource | null | false {
+  for (let i = 0; i < rs.length; i++) {
+    const v = rs[i]!.verdict;
+    if (v === undefined && rs[i]!.noun === 'texture') {
+      judging.wakes.add(wake);
+      return false;
+    }
+    if (v) return rs[i]!;
+  }
+  return null;
+}
+
+/** The error of an op using `rs` whose submit WebGPU rejected, when one of them is a resource WebGPU refused. */
+export function refusedOf(rs: readonly DeviceResource[], site: ErrorSite): StreamError | null {
+  for (let i = 0; i < rs.length; i++) if (rs[i]!.verdict) return rs[i]!.refusal(site, false);
+  return null;
+}
+
+/**
  * Device memory with deferred destroy: `destroy()` while streams still use it is deferred until
  * their ops complete (PyTorch's `record_stream` problem, solved by default). Counted in `ctx.memory`.
  */
@@ -57,7 +88,11 @@ export abstract class DeviceResource {
   #uses = 0;
   #destroyRequested = false;
   #freed = false;
+  #outOfMemory = false;
   readonly #stats: MemoryStats;
+  /** @internal what WebGPU said of its creation: undefined until it has, null when it was made, else why not */
+  verdict: string | null | undefined = undefined;
+  #judged: (() => void)[] | null = null;
 
   /** @internal */
   constructor(device: GPUDevice, stats: MemoryStats, byteSize: number, label: string) {
@@ -89,9 +124,57 @@ export abstract class DeviceResource {
     if (this.#uses === 0 && this.#destroyRequested) this.#free();
   }
 
+  /**
+   * Resolves once WebGPU has made it; rejects with OutOfMemoryError (a texture WebGPU refused:
+   * InvalidArgumentError) when it could not: cudaMalloc's error, which WebGPU gives only later. Ops
+   * need not wait for it; await it after allocating what may not fit.
+   */
+  allocated(): Promise<void> {
+    if (this.verdict === null) return Promise.resolve();
+    const site: ErrorSite = { op: 'allocated', callSite: captureSite(true, DeviceResource.prototype.allocated) };
+    if (this.verdict !== undefined) return Promise.reject(this.refusal(site, true));
+    return new Promise((resolve, reject) => (this.#judged ??= []).push(() => (this.verdict ? reject(this.refusal(site, true)) : resolve())));
+  }
+
   /** @internal throws when it can no longer be used in new work */
   checkAlive(site: ErrorSite): void {
-    if (this.#destroyRequested) throw new DestroyedError(`${this.noun} '${this.label}' was destroyed; allocate a new one with ctx.${this.noun === 'buffer' ? 'alloc' : 'allocTexture'}()`, site);
+    if (this.#destroyRequested) throw new DestroyedError(`${this.noun} '${this.label}' was destroyed; allocate a new one with ctx.${this.#alloc}()`, site);
+    if (this.verdict) throw this.refusal(site, true);
+  }
+
+  /** @internal the error of an op using it once WebGPU refused it (`atCall`: refused at the call, after the verdict) */
+  refusal(site: ErrorSite, atCall: boolean): StreamError {
+    if (this.#outOfMemory) {
+      return new OutOfMemoryError(`${this.noun} '${this.label}' (${this.byteSize} bytes) could not be allocated: the device is out of memory. ctx.${this.#alloc}() returns before WebGPU says so, and the ops that use it fail; free memory (destroy() what is no longer needed) or allocate less. WebGPU: ${this.verdict!.trim()}`, site);
+    }
+    const what = `${this.noun} '${this.label}' is one WebGPU refused at ctx.${this.#alloc}(): ${this.verdict}`;
+    return atCall ? new InvalidArgumentError(what, site) : new GpuValidationError(what, site);
+  }
+
+  /** @internal WebGPU's verdict on its creation: its error scopes ('out-of-memory' first), popped */
+  protected judge(outOfMemory: Promise<GPUError | null>, validation: Promise<GPUError | null> | null): void {
+    judging.count++;
+    const settle = (oom: GPUError | null, invalid: GPUError | null): void => {
+      const e = oom ?? invalid;
+      this.verdict = e ? e.message || (oom ? 'out of memory' : 'invalid') : null;
+      if (oom && !this.#freed) {
+        this.#outOfMemory = true; // never allocated: out of the stats now, not again when destroyed
+        collected.unregister(this);
+        this.#stats.sub(this.byteSize);
+      }
+      if (!this.verdict || this.#freed) judging.count--; // a refused one counts until freed: ops enqueued before the verdict check it
+      const judged = this.#judged;
+      this.#judged = null;
+      if (judged) for (const f of judged) f();
+      const wakes = [...judging.wakes];
+      judging.wakes.clear();
+      for (const w of wakes) w();
+    };
+    // A scope that cannot be read (the device lost meanwhile) blames nothing: the loss is reported.
+    // A buffer's verdict settles in the reaction to its scope, before a later submit's is read.
+    const unread = (): void => settle(null, null);
+    if (validation) Promise.all([outOfMemory, validation]).then(([o, v]) => settle(o, v), unread);
+    else outOfMemory.then((o) => settle(o, null), unread);
   }
 
   /** Frees it once every op that uses it completed. Idempotent. */
@@ -111,7 +194,7 @@ export abstract class DeviceResource {
   }
 
   /** @internal 'buffer' or 'texture', for messages */
-  protected abstract get noun(): string;
+  abstract get noun(): 'buffer' | 'texture';
   /** @internal destroys the WebGPU object */
   protected abstract destroyNow(): void;
 
@@ -119,8 +202,14 @@ export abstract class DeviceResource {
     if (this.#freed) return;
     this.#freed = true;
     this.destroyNow();
+    if (this.verdict) judging.count--;
+    if (this.#outOfMemory) return;
     collected.unregister(this);
     this.#stats.sub(this.byteSize);
+  }
+
+  get #alloc(): string {
+    return this.noun === 'buffer' ? 'alloc' : 'allocTexture';
   }
 }
 
@@ -137,11 +226,18 @@ export class DeviceBuffer extends DeviceResource {
     super(device, stats, size, label);
     this.size = size;
     this.usage = usage;
-    this.buffer = device.createBuffer({ size, usage, label });
+    device.pushErrorScope('out-of-memory');
+    let outOfMemory: Promise<GPUError | null>;
+    try {
+      this.buffer = device.createBuffer({ size, usage, label });
+    } finally {
+      outOfMemory = device.popErrorScope();
+    }
     this.track(this.buffer);
+    this.judge(outOfMemory, null);
   }
 
-  protected get noun(): string {
+  get noun(): 'buffer' {
     return 'buffer';
   }
   protected destroyNow(): void {

@@ -431,7 +431,7 @@ export class Stream {
   #texture(p: CopyPayload | UploadPayload | DownloadPayload, tracked: DeviceResource[], site: Site, resources: number): number {
     const name = (x: GPUBuffer | TextureRegion | null | undefined): string => (x instanceof TextureRegion ? x.label : x?.label || 'host');
     const [from, to] = p.kind === 'upload' ? [p.pinned?.label ?? 'host', name(p.dst)] : p.kind === 'download' ? [name(p.src), p.pinned?.label ?? 'host'] : [name(p.src), name(p.dst)];
-    return this.#enqueue(p, NONE, tracked, site, from, to, tracked.length < resources || tracked.some((t) => t instanceof DeviceTexture && t.invalid !== null)).id;
+    return this.#enqueue(p, NONE, tracked, site, from, to, tracked.length < resources).id;
   }
 
   /** `p` is a pinned buffer for `kind`s on this device, or an array view (pageable memory); else throws. */

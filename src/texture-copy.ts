@@ -36,7 +36,6 @@ export function textureArg(x: unknown, what: string, usage: number, device: GPUD
   if (x instanceof DeviceTexture) {
     x.checkAlive(site);
     if (x.device !== device) throw new InvalidArgumentError(`\`${what}\` ('${x.label}') was allocated on another GPUDevice; a stream uses its own context's device`, site);
-    if (x.invalid) throw new InvalidArgumentError(`\`${what}\` ('${x.label}') is a texture WebGPU refused at allocTexture: ${x.invalid}`, site);
   }
   if (!(texture.usage & usage)) throw new InvalidArgumentError(`${what} '${texture.label || 'GPUTexture'}' lacks ${usage === TextureUsage.COPY_SRC ? 'COPY_SRC' : 'COPY_DST'} usage`, site);
   return { texture, tracked: x instanceof DeviceTexture ? [x] : NONE };

@@ -70,8 +70,6 @@ export interface TextureOptions {
 
 /** A texture in device memory, made by `ctx.allocTexture`; counted in `ctx.memory`, `destroy()` deferred while streams use it. */
 export class DeviceTexture extends DeviceResource {
-  /** @internal what WebGPU said of the texture's creation: undefined until it has, null when valid. */
-  invalid: string | null | undefined = undefined;
   readonly texture: GPUTexture;
   readonly format: GPUTextureFormat;
   readonly width: number;
@@ -87,17 +85,20 @@ export class DeviceTexture extends DeviceResource {
     let bytes = 0;
     for (let l = 0; l < o.mipLevelCount; l++) bytes += Math.max(1, w >> l) * Math.max(1, h >> l) * (o.dimension === '3d' ? Math.max(1, d >> l) : d);
     let texture: GPUTexture;
+    device.pushErrorScope('out-of-memory');
     device.pushErrorScope('validation');
     try {
       texture = device.createTexture({ size: [w, h, d], format: o.format, usage: o.usage, mipLevelCount: o.mipLevelCount, dimension: o.dimension, label: o.label });
     } catch (e) {
       void device.popErrorScope().catch(() => undefined);
+      void device.popErrorScope().catch(() => undefined);
       throw new InvalidArgumentError(`WebGPU refused the texture: ${e instanceof Error ? e.message : String(e)}`, { ...site, cause: e }); // a value its binding cannot convert
     }
-    const scope = device.popErrorScope();
+    const validation = device.popErrorScope();
+    const outOfMemory = device.popErrorScope();
     super(device, stats, Math.ceil(bytes * accountedTexelBytes(o.format)), o.label);
-    // Until WebGPU has judged it, its transfers go in submits of their own (an invalid one fails only them).
-    scope.then((e) => (this.invalid = e ? e.message || 'invalid' : null), (e: unknown) => (this.invalid = String(e)));
+    // Until WebGPU has judged it, the ops using it wait (one it refused fails only them).
+    this.judge(outOfMemory, validation);
     [this.width, this.height, this.depthOrArrayLayers] = [w, h, d];
     this.format = o.format;
     this.mipLevelCount = o.mipLevelCount;
@@ -107,7 +108,7 @@ export class DeviceTexture extends DeviceResource {
     this.track(this.texture);
   }
 
-  protected get noun(): string {
+  get noun(): 'texture' {
     return 'texture';
   }
   protected destroyNow(): void {

@@ -94,6 +94,39 @@ describe('device buffers', () => {
     expect(() => ctx.alloc(64, { usage: 0x0002 | 0x0008 })).toThrow(/MAP_WRITE to have no flag but COPY_SRC/);
     ctx.alloc(64, { usage: 0x0001 | 0x0008 }).destroy(); // the valid one
   });
+
+  it('a buffer the device has no memory for: its first op fails with OutOfMemoryError naming it, later calls are refused, allocated() rejects, ctx.memory leaves it out', async () => {
+    // SwiftShader cannot allocate a buffer of 1 GiB (its maxBufferSize): a real out-of-memory.
+    const oom = await gpuContext({ label: 'oom' });
+    try {
+      const s = oom.createStream({ label: 'loads weights' });
+      const seed = randomSeed();
+      const x = rng(seed).u32Array(64);
+      const small = oom.alloc(256, { label: 'small' });
+      const before = oom.memory.current;
+      const big = oom.alloc(oom.limits.maxBufferSize, { label: 'weights' });
+      expect(big.verdict, 'WebGPU judges it later').toBeUndefined();
+      s.copy(big, small, { size: 16 });
+      const tooBig = { name: 'OutOfMemoryError', message: expect.stringMatching(/buffer 'weights' \(\d+ bytes\) could not be allocated: the device is out of memory/) };
+      await expect(s.synchronize()).rejects.toMatchObject({ ...tooBig, op: 'copy', stream: 'loads weights' });
+      await expect(big.allocated()).rejects.toMatchObject({ ...tooBig, op: 'allocated' });
+      expect(() => s.upload(x, big)).toThrow(expect.objectContaining({ ...tooBig, op: 'upload' }));
+      expect(oom.memory.current, 'never allocated: not counted').toBe(before);
+      // The stream and the context go on; the refused buffer is destroyed without counting it twice.
+      s.upload(x, small);
+      const back = new Uint32Array(64);
+      s.download(small, back);
+      await s.synchronize();
+      expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+      await small.allocated();
+      big.destroy();
+      small.destroy();
+      expect(oom.memory.current).toBe(before - 256);
+      expect(oom.errors, 'captured, not left to the uncaptured-error handler').toEqual([]);
+    } finally {
+      oom.destroy();
+    }
+  });
 });
 
 describe('references to user memory end with the op', () => {

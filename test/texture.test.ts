@@ -300,7 +300,7 @@ describe(`textures (seed ${seed})`, () => {
     await expect(sa.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError', stream: 'uses it' });
     await sb.synchronize();
     expect(firstMismatch(backY, y), `seed ${seed0}`).toBeNull();
-    expect(() => sa.upload(new Uint8Array(8 * 8 * 4), bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/'unrenderable'\) is a texture WebGPU refused at allocTexture/) }));
+    expect(() => sa.upload(new Uint8Array(8 * 8 * 4), bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/texture 'unrenderable' is one WebGPU refused at ctx.allocTexture\(\)/) }));
     bad.destroy();
     // A bystander's work is not touched by any of it.
     const s = ctx.createStream({ label: 'bystander' });

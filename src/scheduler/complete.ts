@@ -3,11 +3,11 @@
  * to the host, timestamps, then each op done once its parts and dependencies are; and the host
  * functions, run once everything before them is done.
  *
- * Completion is iterative: one worklist for every context, so a chain of any length completes
- * without recursion, and an op of one context completing wakes the ops of another that wait on it.
+ * Completion is iterative (one worklist for every context): chains of any length, across contexts, no recursion.
  */
 import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown, ownWords } from '../errors.js';
 import { MapMode } from '../gpu-constants.js';
+import { refusedOf } from '../memory.js';
 import { NONE, type Op } from '../op.js';
 import type { Trace } from '../trace.js';
 import type { StagingPool } from '../transfer.js';
@@ -118,7 +118,7 @@ export class Completer {
     if (b.isolated) {
       const op = b.ops[0]!;
       void validation!.then((err) => {
-        if (err) this.fail(op, new GpuValidationError(`WebGPU rejected this op: ${err.message}`, op.site()));
+        if (err) this.fail(op, refusedOf(op.buffers, op.site()) ?? new GpuValidationError(`WebGPU rejected this op: ${err.message}`, op.site()));
         else if (!op.done) {
           op.ordered = true;
           wakeDependents(op);
@@ -190,7 +190,7 @@ export class Completer {
     for (let i = 0; i < b.ops.length; i++) {
       const op = b.ops[i]!;
       if (op.times) op.times.tDone = tDone;
-      if (error) this.fail(op, new GpuValidationError(`WebGPU rejected the submit that carried this op: ${error.message}`, op.site()));
+      if (error) this.fail(op, refusedOf(op.buffers, op.site()) ?? new GpuValidationError(`WebGPU rejected the submit that carried this op: ${error.message}`, op.site()));
       else this.ownDone(op);
     }
   }

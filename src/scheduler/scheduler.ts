@@ -13,7 +13,7 @@
  *   goes in a submit of its own; what depends on it waits for its validation.
  */
 import { AbortError, atCall, DeviceLostError, GpuValidationError, type StreamError } from '../errors.js';
-import type { DeviceResource } from '../memory.js';
+import { judging, verdictOf, type DeviceResource } from '../memory.js';
 import { NONE, Op, OpTimes, StreamQueue, addDep, withItem, type Payload, type QueueOwner } from '../op.js';
 import type { Trace } from '../trace.js';
 import type { StagingPool } from '../transfer.js';
@@ -168,6 +168,7 @@ export class Scheduler implements QueueOwner {
     void RESOLVED.then(this.#microtaskFlush);
   }
 
+  readonly #wake = (): void => this.scheduleFlush(true);
   readonly #microtaskFlush = (): void => {
     this.#flushScheduled = false;
     this.flush();
@@ -306,6 +307,15 @@ export class Scheduler implements QueueOwner {
     }
     if (op.error) return true;
     if (hostFn) return op.stream.remaps === 0;
+    // Resources WebGPU has not judged yet (out of memory, invalid) hold their ops back until it has.
+    if (judging.count > 0 && op.buffers.length > 0) {
+      const refused = verdictOf(op.buffers, this.#wake);
+      if (refused === false) return false;
+      if (refused) {
+        op.error = refused.refusal(op.site(), false);
+        return true;
+      }
+    }
     const pinned = op.pinned;
     if (pinned && pinned.state === 'mapping') return false;
     if (p.kind === 'launch') {
@@ -317,8 +327,7 @@ export class Scheduler implements QueueOwner {
         }
         if (!this.#awaitedPipelines.has(entry)) {
           this.#awaitedPipelines.add(entry);
-          const wake = (): void => this.scheduleFlush(true);
-          entry.validated.then(wake, wake);
+          entry.validated.then(this.#wake, this.#wake);
         }
         return false;
       }
