@@ -24,4 +24,9 @@ if (!env.XDG_RUNTIME_DIR && process.platform === 'linux') {
 if (!env.UV_THREADPOOL_SIZE) env.UV_THREADPOOL_SIZE = '16';
 const run = (cmd, args) => spawnSync(cmd, args, { stdio: 'inherit', env }).status ?? 1;
 const built = run('npx', ['vite', 'build', '--mode', `example-${name}`, '--logLevel', 'warn']);
-process.exit(built !== 0 ? built : run(process.execPath, ['--enable-source-maps', `dist/examples/${name}.mjs`]));
+if (built !== 0) process.exit(built);
+// An example prints MISMATCH when its results are wrong: that fails the run too.
+const ran = spawnSync(process.execPath, ['--enable-source-maps', `dist/examples/${name}.mjs`], { stdio: ['inherit', 'pipe', 'inherit'], env });
+process.stdout.write(ran.stdout ?? '');
+const status = ran.status ?? 1;
+process.exitCode = status !== 0 ? status : /MISMATCH/.test(String(ran.stdout)) ? 1 : 0; // not exit(): stdout may still be flushing into a pipe
