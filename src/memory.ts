@@ -43,6 +43,8 @@ export const DEFAULT_DEVICE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC |
  * bytes in the stats (held: the stats and the bytes, never the resource).
  */
 const collected = new FinalizationRegistry<{ stats: MemoryStats; bytes: number }>((h) => h.stats.sub(h.bytes));
+/** A resource WebGPU refused, collected without `destroy()`: it leaves `judging`. */
+const dropped = new FinalizationRegistry<undefined>(() => judging.count--);
 
 /**
  * Resources whose creation WebGPU has not judged yet (an out-of-memory or validation error comes
@@ -157,12 +159,15 @@ export abstract class DeviceResource {
     const settle = (oom: GPUError | null, invalid: GPUError | null): void => {
       const e = oom ?? invalid;
       this.verdict = e ? e.message || (oom ? 'out of memory' : 'invalid') : null;
-      if (oom && !this.#freed) {
-        this.#outOfMemory = true; // never allocated: out of the stats now, not again when destroyed
+      this.#outOfMemory = oom !== null;
+      if (!this.verdict || this.#freed) judging.count--;
+      else {
+        // Refused: never allocated, so out of the stats now (not again when freed); it counts in
+        // `judging` until freed or collected, as ops enqueued before the verdict check it.
         collected.unregister(this);
         this.#stats.sub(this.byteSize);
+        dropped.register(this, undefined, this);
       }
-      if (!this.verdict || this.#freed) judging.count--; // a refused one counts until freed: ops enqueued before the verdict check it
       const judged = this.#judged;
       this.#judged = null;
       if (judged) for (const f of judged) f();
@@ -202,8 +207,11 @@ export abstract class DeviceResource {
     if (this.#freed) return;
     this.#freed = true;
     this.destroyNow();
-    if (this.verdict) judging.count--;
-    if (this.#outOfMemory) return;
+    if (this.verdict) {
+      judging.count--;
+      dropped.unregister(this);
+      return;
+    }
     collected.unregister(this);
     this.#stats.sub(this.byteSize);
   }

@@ -298,6 +298,7 @@ describe(`textures (seed ${seed})`, () => {
     const backY = new Uint32Array(64);
     sb.download(dy, backY);
     await expect(sa.synchronize()).rejects.toMatchObject({ name: 'GpuValidationError', stream: 'uses it' });
+    expect(ctx.memory.current - before, 'a texture WebGPU refused holds no memory').toBe(256);
     await sb.synchronize();
     expect(firstMismatch(backY, y), `seed ${seed0}`).toBeNull();
     expect(() => sa.upload(new Uint8Array(8 * 8 * 4), bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'upload', message: expect.stringMatching(/texture 'unrenderable' is one WebGPU refused at ctx.allocTexture\(\)/) }));
