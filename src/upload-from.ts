@@ -307,21 +307,24 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
     throw fail(t, `${sourceName(t)} could not be read`, e);
   }
   let ended = false;
+  /** The source's next chunk, or null at its end. */
+  const next = async (): Promise<Uint8Array | null> => {
+    let r: IteratorResult<Uint8Array>;
+    try {
+      r = await it.next();
+    } catch (e) {
+      throw fail(t, `${sourceName(t)} failed after ${received} bytes`, e);
+    }
+    if (r.done) return ((ended = true), null);
+    if (!(r.value instanceof Uint8Array)) throw fail(t, `${sourceName(t)} gave a chunk that is not a Uint8Array`);
+    received += r.value.byteLength;
+    return r.value;
+  };
+  const tooLong = (): UploadSourceError => fail(t, `${sourceName(t)} is longer than the ${t.room} bytes of '${t.dstLabel}' from offset ${t.dstOffset}`);
   try {
     while (moved + fill < limit) {
-      let r: IteratorResult<Uint8Array>;
-      try {
-        r = await it.next();
-      } catch (e) {
-        throw fail(t, `${sourceName(t)} failed after ${received} bytes`, e);
-      }
-      if (r.done) {
-        ended = true;
-        break;
-      }
-      let chunk = r.value;
-      if (!(chunk instanceof Uint8Array)) throw fail(t, `${sourceName(t)} gave a chunk that is not a Uint8Array`);
-      received += chunk.byteLength;
+      let chunk = await next();
+      if (!chunk) break;
       if (skip > 0) {
         const s = Math.min(skip, chunk.byteLength);
         skip -= s;
@@ -330,7 +333,7 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
       let at = 0;
       while (at < chunk.byteLength) {
         if (moved + fill >= limit) {
-          if (t.size === null) throw fail(t, `${sourceName(t)} is longer than the ${t.room} bytes of '${t.dstLabel}' from offset ${t.dstOffset}`);
+          if (t.size === null) throw tooLong();
           break; // the rest of the stream is not asked for
         }
         if (!buf) {
@@ -344,6 +347,8 @@ async function fromChunks(t: Transfer, src: ReadableStream<Uint8Array> | AsyncIt
         if (fill === piece) flushPiece();
       }
     }
+    // Without `size`, `dst` full: the stream must end here (a longer one is refused, not cut short).
+    while (t.size === null && !ended) if ((await next())?.byteLength) throw tooLong();
     if (t.size !== null && moved + fill < t.size) throw fail(t, `${sourceName(t)} ended after ${moved + fill} of the ${t.size} bytes asked for${t.offset ? ` (from byte ${t.offset})` : ''}`);
     flushPiece();
   } finally {
