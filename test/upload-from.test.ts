@@ -194,7 +194,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
       ['errors midway', () => { let n = 0; return new ReadableStream<Uint8Array>({ pull: (c) => (n++ === 0 ? c.enqueue(bytesOf(2048)) : c.error(new Error('connection reset'))) }); }, {}, /failed after 2048 bytes/],
       ['longer than dst', () => chunks(bytesOf(8192)), {}, /longer than the 4096 bytes of 'small'/],
       ['longer than dst, past a chunk that fills it', () => (async function* () { yield bytesOf(4096); yield new Uint8Array(0); yield bytesOf(16); })(), {}, /longer than the 4096 bytes of 'small'/],
-      ['a Blob longer than dst, past a chunk that fills it', () => new Blob([bytesOf(4096), bytesOf(4)]).stream(), {}, /longer than the 4096 bytes of 'small'/],
+      ['a Blob longer than dst, past a chunk that fills it', () => new Blob([bytesOf(4096) as Uint8Array<ArrayBuffer>, bytesOf(4) as Uint8Array<ArrayBuffer>]).stream(), {}, /longer than the 4096 bytes of 'small'/],
       ['not a multiple of 4', () => chunks(bytesOf(1001)), {}, /ended after 1001 bytes, not a multiple of 4/],
     ];
     for (const [what, source, opts, message] of cases) {
