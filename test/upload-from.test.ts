@@ -700,6 +700,33 @@ describe(`uploadFrom (seed ${seed})`, () => {
     }
   });
 
+  it('httpSource refuses a HEAD without a size (no Content-Length: it read as 0 bytes) or not ok, a malformed Content-Range and unknown options; its signal cuts a stalled server', async () => {
+    const data = bytesOf(4096);
+    const fake = (head: Record<string, string>, status = 200, range?: (a: number, b: number) => string, stall?: AbortSignal) =>
+      (async (_url: string | URL, init?: RequestInit): Promise<Response> => {
+        if (init?.method === 'HEAD') return new Response(null, { status, headers: head });
+        const [, a, b] = /bytes=(\d+)-(\d+)/.exec((init?.headers as Record<string, string>).Range ?? '')!.map(Number) as [number, number, number];
+        if (stall) await new Promise((_, reject) => init!.signal!.addEventListener('abort', () => reject(init!.signal!.reason)));
+        return new Response(data.slice(a, b + 1) as Uint8Array<ArrayBuffer>, { status: 206, headers: { 'content-range': range ? range(a, b) : `bytes ${a}-${b}/${data.length}` } });
+      }) as typeof fetch;
+    const ranged = { 'accept-ranges': 'bytes' };
+    await expect(httpSource('http://x/no-length', { fetch: fake(ranged) })).rejects.toMatchObject({ name: 'UploadSourceError', message: expect.stringMatching(/answered without a Content-Length: the size is unknown/) });
+    await expect(httpSource('http://x/missing', { fetch: fake({ ...ranged, 'content-length': '9' }, 404) })).rejects.toMatchObject({ name: 'UploadSourceError', message: expect.stringMatching(/HEAD http:\/\/x\/missing answered 404/) });
+    await expect(httpSource('http://x/m', { fetch: fake(ranged), paralel: 8 } as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', message: expect.stringMatching(/paralel/) });
+    const s = ctx.createStream({ label: 'http' });
+    const dst = ctx.alloc(4096, { label: 'dst' });
+    const head = { ...ranged, 'content-length': String(data.length) };
+    s.uploadFrom(await httpSource('http://x/bad-range', { fetch: fake(head, 200, (a, b) => `bytes=${a}-${b}/${data.length}`) }), dst);
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'UploadSourceError', cause: expect.objectContaining({ message: expect.stringMatching(/answered Content-Range bytes=0-4095/) }) });
+    const cut = new AbortController();
+    s.uploadFrom(await httpSource('http://x/stalls', { fetch: fake(head, 200, undefined, cut.signal), signal: cut.signal }), dst);
+    setTimeout(() => cut.abort(new Error('stalled')), 20);
+    await expect(s.synchronize()).rejects.toMatchObject({ name: 'UploadSourceError', stream: 'http' });
+    s.uploadFrom(await httpSource('http://x/fine', { fetch: fake(head) }), dst);
+    await s.synchronize();
+    expect(firstDiff(await readBack(dst), data), `seed ${seed}`).toBe(-1);
+  });
+
   it('httpSource refuses a range answered for other bytes, and a file that changed since it was opened (its ETag)', async () => {
     const v1 = bytesOf(64 << 10), v2 = bytesOf(64 << 10);
     /** A server of `data()` with an ETag per version; `shift` answers each range from the wrong start. */
