@@ -4,8 +4,8 @@
  * it: the header says where each tensor is, and `stream.uploadFrom(file, dst, range)` moves it.
  */
 import { InvalidArgumentError, UploadSourceError } from './errors.js';
-import { expectInteger } from './validate.js';
-import type { RandomAccessSource } from './upload-from.js';
+import { expectInteger, showValue } from './validate.js';
+import { isRandomAccess, type RandomAccessSource } from './upload-from.js';
 
 /** Bytes per element of each safetensors dtype. */
 const DTYPE_BYTES: Readonly<Record<string, number>> = {
@@ -34,12 +34,16 @@ export class SafetensorsFile {
 
   /** Reads and checks the header; a file that is not what it says throws UploadSourceError. */
   static async open(source: RandomAccessSource): Promise<SafetensorsFile> {
+    const site = { op: 'safetensors' };
+    if (!isRandomAccess(source)) throw new InvalidArgumentError(`Expected \`source\` to be a random-access source ({ size, read(into, position) }: openFile() in 'webgpu-streams/node', httpSource()), got ${showValue(source)}`, site);
+    expectInteger('source.size', source.size, 0, Number.MAX_SAFE_INTEGER, site);
     const name = source.label ? `'${source.label}'` : 'the file';
-    const bad = (why: string, cause?: unknown): UploadSourceError => new UploadSourceError(`${name} is not a valid safetensors file: ${why}`, cause === undefined ? { op: 'safetensors' } : { op: 'safetensors', cause });
+    const bad = (why: string, cause?: unknown): UploadSourceError => new UploadSourceError(`${name} is not a valid safetensors file: ${why}`, cause === undefined ? site : { ...site, cause });
     if (source.size < 8) throw bad(`${source.size} bytes, shorter than the 8-byte header length`);
     const len8 = await readExactly(source, 0, 8, bad);
     const n = new DataView(len8.buffer, len8.byteOffset, 8).getBigUint64(0, true);
-    if (n > BigInt(Math.min(MAX_HEADER, source.size - 8))) throw bad(`its header length ${n} exceeds the ${source.size - 8} bytes after it${n > BigInt(MAX_HEADER) ? ' (or the 100 MiB limit)' : ''}`);
+    if (n > BigInt(MAX_HEADER)) throw bad(`its header length ${n} exceeds the 100 MiB limit`);
+    if (n > BigInt(source.size - 8)) throw bad(`its header length ${n} exceeds the ${source.size - 8} bytes after it`);
     const headerBytes = Number(n);
     let header: unknown;
     try {
@@ -55,7 +59,9 @@ export class SafetensorsFile {
     let metadata: Record<string, string> = {};
     for (const [key, v] of Object.entries(header as Record<string, unknown>)) {
       if (key === '__metadata__') {
-        metadata = (v ?? {}) as Record<string, string>;
+        const entries = v === null ? [] : typeof v === 'object' && !Array.isArray(v) ? Object.entries(v) : null;
+        if (!entries || entries.some(([, x]) => typeof x !== 'string')) throw bad(`its __metadata__ is ${JSON.stringify(v)}, not an object of strings`);
+        metadata = Object.fromEntries(entries) as Record<string, string>;
         continue;
       }
       const t = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
@@ -71,7 +77,15 @@ export class SafetensorsFile {
       if (e > dataBytes) throw bad(`tensor '${key}' ends at byte ${base + e}, past the end of the file (${source.size} bytes): truncated?`);
       tensors.push({ name: key, dtype: t!.dtype as string, shape: shape as number[], offset: base + b, size: e - b });
     }
-    tensors.sort((a, b) => a.offset - b.offset);
+    // As the reference implementation: the tensors fill the data back to back, nothing shared, no gap.
+    tensors.sort(inFileOrder);
+    let at = base;
+    for (let k = 0; k < tensors.length; k++) {
+      const t = tensors[k]!;
+      if (t.offset !== at) throw bad(`tensor '${t.name}' starts at byte ${t.offset}, not at ${at}${k ? ` where '${tensors[k - 1]!.name}' ends` : ', the start of the data'}: its data_offsets ${t.offset < at ? 'overlap another tensor' : 'leave a gap'}`);
+      at += t.size;
+    }
+    if (at !== source.size) throw bad(`its tensors end at byte ${at}, not at the end of the file (${source.size} bytes)`);
     return new SafetensorsFile(source, tensors, metadata);
   }
 
@@ -92,7 +106,7 @@ export class SafetensorsFile {
   /** The bytes `tensors` span, which must lie back to back in the file: one `uploadFrom` moves them all. */
   span(tensors: readonly TensorInfo[]): { offset: number; size: number } {
     if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span (a layer() past the last layer has none)', { op: 'safetensors' });
-    const sorted = [...tensors].sort((a, b) => a.offset - b.offset);
+    const sorted = [...tensors].sort(inFileOrder);
     for (let k = 1; k < sorted.length; k++) {
       if (sorted[k]!.offset !== sorted[k - 1]!.offset + sorted[k - 1]!.size) throw new InvalidArgumentError(`tensors '${sorted[k - 1]!.name}' and '${sorted[k]!.name}' are not back to back in the file; upload them one by one`, { op: 'safetensors' });
     }
@@ -100,6 +114,9 @@ export class SafetensorsFile {
     return { offset: sorted[0]!.offset, size: last.offset + last.size - sorted[0]!.offset };
   }
 }
+
+/** By offset; at one offset an empty tensor first (it ends where it starts). */
+const inFileOrder = (a: TensorInfo, b: TensorInfo): number => a.offset - b.offset || a.size - b.size;
 
 async function readExactly(src: RandomAccessSource, at: number, n: number, bad: (why: string, cause?: unknown) => Error): Promise<Uint8Array> {
   const out = new Uint8Array(n);
@@ -111,7 +128,8 @@ async function readExactly(src: RandomAccessSource, at: number, n: number, bad: 
     } catch (e) {
       throw bad(`reading bytes ${at + got}.. failed`, e);
     }
-    if (k <= 0) throw bad(`it ended at byte ${at + got}`);
+    if (!(k > 0)) throw bad(`it ended at byte ${at + got}`);
+    if (k > n - got || !Number.isInteger(k)) throw bad(`read() returned ${k} for ${n - got} bytes asked for`);
     got += k;
   }
   return out;

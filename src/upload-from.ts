@@ -169,7 +169,7 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const room = dstSize - dstOffset;
   let size: number | null = o.size === undefined ? null : expectAligned('size', expectInteger('size', o.size, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
   if (random) {
-    const total = (source as RandomAccessSource).size;
+    const total = expectInteger('source.size', (source as RandomAccessSource).size, 0, Number.MAX_SAFE_INTEGER, site);
     if (offset > total) throw new InvalidArgumentError(`offset ${offset} is past the end of the source (${total} bytes)`, site);
     if (size === null) size = expectAligned('size (the rest of the source)', total - offset, 4, site);
     else if (offset + size > total) throw new InvalidArgumentError(`the source has ${total - offset} bytes from offset ${offset}; ${size} asked for`, site);

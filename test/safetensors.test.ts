@@ -81,6 +81,13 @@ describe(`safetensors (seed ${seed})`, () => {
       ['an unknown dtype', header('{"w":{"dtype":"F12","shape":[1],"data_offsets":[0,4]}}', 4), /dtype "F12"/],
       ['a header that lies about sizes', header('{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}}', 8), /needs 16 bytes, its data_offsets give 8/],
       ['a truncated file', truncated, /past the end of the file .*truncated\?/],
+      // As the reference implementation: tensors fill the data back to back.
+      ['overlapping tensors', header('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}', 6), /tensor 'b' starts at byte \d+, not at \d+ where 'a' ends: its data_offsets overlap another tensor/],
+      ['one range twice', header('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}', 4), /overlap another tensor/],
+      ['a gap between tensors', header('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}}', 12), /tensor 'b' starts .*: its data_offsets leave a gap/],
+      ['bytes after the last tensor', header('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}', 12), /its tensors end at byte \d+, not at the end of the file/],
+      ['__metadata__ not of strings', header('{"__metadata__":{"n":3}}'), /its __metadata__ is \{"n":3\}, not an object of strings/],
+      ['a header length past the 100 MiB limit', header('{}').map((b, i) => [1, 0, 0x40, 6][i] ?? b), /header length 104857601 exceeds the 100 MiB limit/],
     ];
     for (const [what, data, message] of cases) {
       const file = await openFile(typeof data === 'string' ? data : write(data));
@@ -92,6 +99,19 @@ describe(`safetensors (seed ${seed})`, () => {
         await file.close();
       }
     }
+  });
+
+  it('refuses what is no random-access source at the call, and a read() that returns more than asked for', async () => {
+    for (const source of [null, { size: NaN, read: async () => 0 }, { size: 16 }]) {
+      await expect(SafetensorsFile.open(source as never), JSON.stringify(source)).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'safetensors' });
+    }
+    const file = encodeSafetensors(tensors.slice(1, 2));
+    const greedy = { size: file.byteLength, read: async (into: Uint8Array, at: number) => (into.set(file.subarray(at, at + into.byteLength)), into.byteLength + 8) };
+    await expect(SafetensorsFile.open(greedy)).rejects.toMatchObject({ name: 'UploadSourceError', message: expect.stringMatching(/read\(\) returned 16 for 8 bytes asked for/) });
+    // An empty tensor at the offset of another spans with it, whatever the header's order.
+    const empty = header('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"z":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}', 4);
+    const st = await SafetensorsFile.open({ size: empty.byteLength, read: async (into, at) => (into.set(empty.subarray(at, at + into.byteLength)), Math.min(into.byteLength, empty.byteLength - at)) });
+    expect(st.span([st.tensor('a'), st.tensor('z')])).toEqual({ offset: empty.byteLength - 4, size: 4 });
   });
 
   it('a file cut short after its header was read fails the upload, that op alone', async () => {

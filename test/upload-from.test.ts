@@ -287,6 +287,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
       expect(() => s.uploadFrom(file, dst, { offset: 1024, size: 2048 })).toThrow(/has 1024 bytes from offset 1024; 2048 asked for/);
       expect(() => s.uploadFrom(file, dst)).toThrow(/size 2048 does not fit 'dst' \(1024 bytes/);
       expect(() => s.uploadFrom(file, dst, { size: 6 })).toThrow(/multiple of 4/);
+      for (const size of [8.5, Infinity, -4]) expect(() => s.uploadFrom({ size, read: async () => 0 }, dst), String(size)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringMatching(/`source.size`/) }));
       expect(s.pendingOps).toBe(0);
     } finally {
       await file.close();
