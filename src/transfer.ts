@@ -7,11 +7,15 @@ import { BufferUsage, MapMode } from './gpu-constants.js';
 import type { MemoryStats } from './memory.js';
 import { expectInteger } from './validate.js';
 
-/** Bucket sizes: four steps per power of two from 4 KiB, so at most 25% of a buffer is unused. */
+/**
+ * Bucket sizes: four steps per power of two from 4 KiB (at most 25% of a buffer unused), whole MiB
+ * above 64 MiB (a quarter of a large transfer is memory a device may not have: 897 MiB is no 1 GiB).
+ */
 export function bucketSize(bytes: number): number {
   expectInteger('bytes', bytes, 0, Number.MAX_SAFE_INTEGER, { op: 'bucketSize' });
   const min = 4096;
   if (bytes <= min) return min;
+  if (bytes > 64 << 20) return Math.ceil(bytes / (1 << 20)) * (1 << 20);
   const pow = 2 ** Math.floor(Math.log2(bytes));
   const step = pow / 4;
   return Math.ceil(bytes / step) * step;
@@ -50,6 +54,7 @@ export interface StagingSlice {
  */
 export class StagingPool {
   readonly #device: GPUDevice;
+  readonly #maxBufferSize: number;
   readonly #stats: MemoryStats;
   readonly #uploads = new Map<number, GPUBuffer[]>();
   readonly #readbacks = new Map<number, GPUBuffer[]>();
@@ -65,6 +70,7 @@ export class StagingPool {
 
   constructor(device: GPUDevice, stats: MemoryStats, maxPooledBytes = 512 * 1024 * 1024) {
     this.#device = device;
+    this.#maxBufferSize = device.limits.maxBufferSize;
     this.#stats = stats;
     this.maxPooledBytes = maxPooledBytes;
   }
@@ -134,7 +140,7 @@ export class StagingPool {
 
   /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
   #acquireUpload(bytes: number, stream: string): GPUBuffer {
-    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : bucketSize(bytes);
+    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : Math.min(bucketSize(bytes), this.#maxBufferSize);
     let buf = this.#uploads.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);
@@ -149,7 +155,7 @@ export class StagingPool {
 
   /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`; `forOp`'s name goes into a new buffer's label (made only then). */
   acquireReadback(bytes: number, forOp: { readonly name: string }): GPUBuffer {
-    const size = bucketSize(bytes);
+    const size = Math.min(bucketSize(bytes), this.#maxBufferSize);
     let buf = this.#readbacks.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);

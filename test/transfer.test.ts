@@ -247,6 +247,25 @@ describe('staging pool', () => {
     await expect(gpuContext({ stagingPoolBytes: -1 })).rejects.toThrow(/`stagingPoolBytes`/);
   });
 
+  it('a large transfer stages in whole MiB, not a quarter more (897 MiB staged in 1 GiB ran out of memory where the buffer fit)', async () => {
+    const seed = randomSeed();
+    const n = (65 << 20) + 4096;
+    const data = new Uint8Array(rng(seed).u32Array(n / 4).buffer);
+    const pctx = await gpuContext({ stagingPoolBytes: 1 << 30 });
+    try {
+      const s = pctx.createStream({ label: 'large' });
+      const d = pctx.alloc(n);
+      s.upload(data, d);
+      const out = new Uint8Array(n);
+      s.download(d, out);
+      await s.synchronize();
+      expect(firstMismatch(out, data), `seed ${seed}`).toBeNull();
+      expect(pctx.memory.staging / (1 << 20), 'an upload and a read-back buffer of 66 MiB each (80 MiB buckets before)').toBe(2 * 66);
+    } finally {
+      pctx.destroy();
+    }
+  });
+
   it('a full pool makes room by dropping the free buffer used longest ago, not the one just returned', async () => {
     // The old pool kept a stale 192 KiB buffer and dropped every newer one: each later transfer of
     // another size created (and zeroed) a staging buffer again.
