@@ -16,6 +16,7 @@ import { synchronizeAll } from './scheduler/wait.js';
 import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
 import { Stream, type StreamHost } from './stream.js';
+import { peerReadBack } from './peer.js';
 import { checkUsage, parseOptions } from './options.js';
 import { UploadRing } from './upload-ring.js';
 import { Trace } from './trace.js';
@@ -259,17 +260,11 @@ export class Context {
     };
     this.defaultStream = new Stream(this.#host, this.#scheduler.defaultQueue);
     let peerStream: Stream | null = null;
-    this.#peer = {
-      label,
-      checkAlive: (op) => this.#checkAlive(op),
-      readBack: async (src, into, offset) => {
-        if (!peerStream) (peerStream = new Stream(this.#host, scheduler.createQueue(`${label} (copyPeer)`, 0, true))).queue.internal = true;
-        peerStream.download(src, into, { srcOffset: offset, size: into.byteLength });
-        const done = this.createEvent({ label: 'copyPeer' });
-        peerStream.record(done);
-        await done.synchronize();
-      },
+    const peerQueue = (): Stream => {
+      if (!peerStream) (peerStream = new Stream(this.#host, scheduler.createQueue(`${label} (copyPeer)`, 0, true))).queue.internal = true;
+      return peerStream;
     };
+    this.#peer = { label, checkAlive: (op) => this.#checkAlive(op), readBack: peerReadBack(peerQueue, () => this.createEvent({ label: 'copyPeer' })) };
     this.lost = watchDeviceLoss(device, this.#scheduler);
   }
 

@@ -5,7 +5,7 @@
  * destination context's pinned staging (one host copy), and `uploadFrom` copies each piece out
  * while the next is read back. Both PCIe directions and the host copy overlap.
  */
-import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { DependencyError, InvalidArgumentError, StreamError, type ErrorSite } from './errors.js';
 import { BufferUsage } from './gpu-constants.js';
 import { DeviceBuffer } from './memory.js';
 import type { RandomAccessSource } from './upload-from.js';
@@ -30,6 +30,32 @@ export function peerSource(src: unknown, device: GPUDevice, site: ErrorSite): Ra
     parallel: PARALLEL,
     readAhead: false,
     // The raw GPUBuffer: a destroy() after this call is deferred until the op is done (the op keeps `src`).
-    read: (into, position) => peer.readBack(buffer, into, position).then(() => into.byteLength),
+    // Once WebGPU has made it: a source it had no memory for fails the copy as OutOfMemoryError.
+    read: (into, position) => src.allocated().then(() => peer.readBack(buffer, into, position)).then(() => into.byteLength),
+  };
+}
+
+/** A context's internal stream for peer read-backs, as `peerReadBack` uses it (a Stream). */
+interface ReadBackStream<E> {
+  download(src: GPUBuffer, dst: Uint8Array, options: { srcOffset: number; size: number }): number;
+  record(event: E): number;
+  synchronize(): Promise<void>;
+}
+
+/** A context's PeerHost.readBack: bytes of `src` into `into` on the internal stream `stream()`, awaited through an event of `event()`. */
+export function peerReadBack<E extends { synchronize(): Promise<void> }>(stream: () => ReadBackStream<E>, event: () => E) {
+  return async (src: GPUBuffer, into: Uint8Array, offset: number): Promise<void> => {
+    const s = stream();
+    s.download(src, into, { srcOffset: offset, size: into.byteLength });
+    const done = event();
+    s.record(done);
+    try {
+      await done.synchronize();
+    } catch (e) {
+      // This read's failure alone: reported to the internal stream so later reads start clean (a
+      // failed op fails its stream's later ops until a synchronize reports it), its cause thrown.
+      await s.synchronize().catch(() => undefined);
+      throw e instanceof DependencyError && e.cause instanceof StreamError ? e.cause : e;
+    }
   };
 }

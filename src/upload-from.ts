@@ -11,7 +11,7 @@
  * itself, once the stream's earlier work is done. Reading piece k + 1 overlaps the GPU's copy of
  * piece k; the op ends once the last copy completed.
  */
-import { InvalidArgumentError, UploadSourceError, type ErrorSite } from './errors.js';
+import { atCall, InvalidArgumentError, StreamError, UploadSourceError, type ErrorSite } from './errors.js';
 import { expectAligned, expectInteger, expectKnownKeys, expectObject, showValue } from './validate.js';
 import type { PinnedBuffer } from './pinned.js';
 import type { DeviceBuffer } from './memory.js';
@@ -215,7 +215,8 @@ export async function runTransfer(t: Transfer): Promise<void> {
     await t.copies.synchronize();
   } catch (e) {
     t.stopped = true;
-    throw e;
+    // A copy's failure on the internal stream is this op's, on the stream it was called on.
+    throw e instanceof StreamError && e.stream !== t.site.stream && !(e instanceof UploadSourceError) ? atCall(e, t.site) : e;
   }
 }
 
@@ -274,7 +275,8 @@ export async function readFully(t: Transfer, src: RandomAccessSource, into: Uint
     try {
       n = await src.read(into.subarray(got), position + got);
     } catch (e) {
-      throw fail(t, `reading ${sourceName(t)} at byte ${position + got} failed`, e);
+      // The library's own error (a peer's read-back: out of memory, device lost) keeps its kind, named for this op.
+      throw e instanceof StreamError ? atCall(e, t.site) : fail(t, `reading ${sourceName(t)} at byte ${position + got} failed`, e);
     }
     if (!Number.isInteger(n) || n < 0 || n > into.byteLength - got) throw fail(t, `${sourceName(t)}.read() returned ${String(n)} for ${into.byteLength - got} bytes asked`);
     if (n === 0) throw fail(t, `${sourceName(t)} ended at byte ${position + got}, before the ${t.size} bytes from ${t.offset} asked for`);

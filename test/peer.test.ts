@@ -151,4 +151,29 @@ describe(`copyPeer (seed ${seed})`, () => {
     dst.destroy();
     ok.destroy();
   });
+
+  it('a copy from a source with no memory fails with OutOfMemoryError named for copyPeer on its stream, and later copies from that context go on (its internal stream is not left failed)', async () => {
+    const good = a.alloc(4096, { label: 'A.good' });
+    const data = r.u32Array(1024);
+    const sa = a.createStream({ label: 'A.fill' });
+    sa.upload(data, good);
+    await sa.synchronize();
+    const sb = b.createStream({ label: 'B.copies' });
+    const dst = b.alloc(4096, { label: 'B.dst' });
+    const big = a.alloc(a.limits.maxBufferSize, { label: 'A.big' }); // SwiftShader cannot allocate 1 GiB
+    sb.copyPeer(big, dst, { size: 4096 }); // before WebGPU's verdict: the op finds out
+    await expect(sb.synchronize()).rejects.toMatchObject({ name: 'OutOfMemoryError', op: 'copyPeer', stream: 'B.copies', message: expect.stringMatching(/buffer 'A.big'/) });
+    expect(() => sb.copyPeer(big, dst, { size: 4096 }), 'once known, refused at the call').toThrow(expect.objectContaining({ name: 'OutOfMemoryError' }));
+    for (let i = 0; i < 3; i++) {
+      sb.copyPeer(good, dst);
+      const back = new Uint32Array(1024);
+      sb.download(dst, back);
+      await sb.synchronize();
+      expect(same(back, data), `copy ${i} after the failure`).toBe(-1);
+    }
+    await expect(a.synchronize(), 'the internal stream reports nothing of its own').resolves.toBeUndefined();
+    big.destroy();
+    good.destroy();
+    dst.destroy();
+  });
 });

@@ -216,6 +216,23 @@ describe(`uploadFrom (seed ${seed})`, () => {
     expect(ctx.memory.staging, 'the staging ring is kept for reuse, not grown').toBeLessThanOrEqual(staging + 4 * (8 << 20));
   });
 
+  it('into a buffer the device had no memory for: OutOfMemoryError named for uploadFrom on its stream, reported once to ctx.synchronize()', async () => {
+    const own = await gpuContext({ label: 'oom' });
+    try {
+      const s = own.createStream({ label: 'loader' });
+      const big = own.alloc(own.limits.maxBufferSize, { label: 'weights' }); // SwiftShader cannot allocate 1 GiB
+      s.uploadFrom(chunks(bytesOf(1 << 20)), big);
+      const tooBig = { name: 'OutOfMemoryError', op: 'uploadFrom', stream: 'loader', message: expect.stringMatching(/buffer 'weights'/) };
+      await expect(own.synchronize()).rejects.toMatchObject(tooBig); // one stream's failure: not an aggregate with an internal stream's
+      await expect(s.synchronize()).rejects.toMatchObject(tooBig);
+      await own.synchronize();
+      big.destroy();
+      expect(own.errors).toEqual([]);
+    } finally {
+      own.destroy();
+    }
+  });
+
   it('a stream source whose op never runs (skipped behind a failure, its context destroyed) is cancelled, not left open', async () => {
     const cancelled: string[] = [];
     const source = (name: string): ReadableStream<Uint8Array> =>

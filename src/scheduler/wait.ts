@@ -64,7 +64,7 @@ export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promis
     const err = q.failureIn(from, upTo);
     if (upTo > q.reportedCtx) q.reportedCtx = upTo;
     q.reported(err);
-    errors.push(err);
+    if (!q.internal) errors.push(err); // an internal stream's failure is reported by the op it worked for
   }
   s.prune();
   const err = oneOrAll(s, errors);
@@ -77,7 +77,7 @@ export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promis
  */
 function cutShort(s: Scheduler, marks: readonly { q: StreamQueue; from: number; upTo: number }[]): StreamError | null {
   const closed = s.closed!;
-  const errors = marks.map(({ q, from, upTo }) => q.failureIn(from, upTo)).filter((e): e is StreamError => e !== undefined && e.cause === closed);
+  const errors = marks.filter(({ q }) => !q.internal).map(({ q, from, upTo }) => q.failureIn(from, upTo)).filter((e): e is StreamError => e !== undefined && e.cause === closed);
   if (errors.length <= 1) return errors[0] ?? null;
   const Same = closed.constructor as new (message: string, site: ErrorSite) => StreamError;
   const ops = errors.map((e) => `op '${e.op}' on stream '${e.stream}'${e.callSite ? ` (${e.callSite.split('\n')[0]})` : ''}`);
