@@ -1,5 +1,5 @@
 /** Device memory: `DeviceBuffer` with byte accounting and deferred destroy. */
-import { captureSite, DestroyedError, GpuValidationError, InvalidArgumentError, OutOfMemoryError, type ErrorSite, type StreamError } from './errors.js';
+import { atCall, captureSite, DestroyedError, GpuValidationError, InvalidArgumentError, OutOfMemoryError, type ErrorSite, type StreamError } from './errors.js';
 import { BufferUsage } from './gpu-constants.js';
 
 /** Bytes of device buffers allocated through a context: now and at the peak since the last reset. */
@@ -71,10 +71,10 @@ export function verdictOf(rs: readonly DeviceResource[], wake: () => void): Devi
   return null;
 }
 
-/** The error of an op using `rs` whose submit WebGPU rejected, when one of them is a resource WebGPU refused. */
-export function refusedOf(rs: readonly DeviceResource[], site: ErrorSite): StreamError | null {
+/** The error of an op using `rs` (and `pinned`) whose submit WebGPU rejected, when one of them is a resource WebGPU refused. */
+export function refusedOf(rs: readonly DeviceResource[], site: ErrorSite, pinned: { refused: StreamError | null } | null): StreamError | null {
   for (let i = 0; i < rs.length; i++) if (rs[i]!.verdict) return rs[i]!.refusal(site, false);
-  return null;
+  return pinned?.refused ? atCall(pinned.refused, site) : null;
 }
 
 /**

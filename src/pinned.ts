@@ -8,7 +8,7 @@
  * `PinnedBufferBusyError` naming the op and stream holding it; once the GPU is done with those ops
  * the buffer is mapped back by itself and `ready()` resolves.
  */
-import { atCall, DestroyedError, PinnedBufferBusyError, type StreamError } from './errors.js';
+import { atCall, DestroyedError, OutOfMemoryError, PinnedBufferBusyError, type StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import { joinHost } from './clock.js';
 
@@ -99,6 +99,10 @@ export class PinnedBuffer {
   #waiters: (() => void)[] = [];
   /** @internal why its last map failed (then it is not mapped again), or null */
   mapError: unknown = null;
+  /** @internal set when WebGPU had no memory for it: its ops, maps, ready() and views fail with this */
+  refused: StreamError | null = null;
+  /** WebGPU's verdict on its creation came: no map before it (a map of a refused buffer is a WebGPU error) goes unscoped. */
+  #judged = false;
   /** The failure of an op using the buffer when its context closed: it names the op and its line. */
   #cutShort: unknown = null;
   #failWaiters: ((e: unknown) => void)[] = [];
@@ -113,7 +117,17 @@ export class PinnedBuffer {
     this.label = label;
     this.#host = host;
     const usage = kind === 'upload' ? BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC : BufferUsage.MAP_READ | BufferUsage.COPY_DST;
-    this.buffer = host.device.createBuffer({ size, usage, mappedAtCreation: true, label });
+    host.device.pushErrorScope('out-of-memory');
+    let outOfMemory: Promise<GPUError | null>;
+    try {
+      this.buffer = host.device.createBuffer({ size, usage, mappedAtCreation: true, label });
+    } finally {
+      outOfMemory = host.device.popErrorScope();
+    }
+    outOfMemory.then((e) => {
+      this.#judged = true;
+      if (e) this.refused = new OutOfMemoryError(`pinned buffer '${label}' (${size} bytes) could not be allocated: out of memory. ctx.allocHost() returns before WebGPU says so, and the ops that use it fail; free memory or allocate less. WebGPU: ${e.message.trim()}`, { op: 'allocHost' });
+    }, () => undefined);
   }
 
   /** @internal the device that made it: a stream of another device refuses it at the call */
@@ -181,6 +195,7 @@ export class PinnedBuffer {
     if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('ready')));
     const closed = this.#host.closed();
     if (closed) return Promise.reject(atCall(closed, this.#at('ready')));
+    if (this.refused) return Promise.reject(atCall(this.refused, this.#at('ready')));
     if (this.mapError !== null && this.state !== 'mapped') return Promise.reject(this.mapError);
     if (this.#owned()) {
       joinHost(this.usersClock);
@@ -299,10 +314,14 @@ export class PinnedBuffer {
     if (this.#mapping) return this.#mapping;
     // Freed (destroyed once its ops ended, a context's close among them): no mapAsync on a destroyed buffer.
     if (this.#freed) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('map')));
-    if (this.mapError !== null) return Promise.reject(this.mapError);
+    if (this.mapError !== null || this.refused) return Promise.reject(this.mapError ?? this.refused);
     this.state = 'mapping';
     const mode = this.kind === 'upload' ? MapMode.WRITE : MapMode.READ;
-    return (this.#mapping = this.buffer.mapAsync(mode).then(this.#onMapped, this.#onMapFailed));
+    const scoped = !this.#judged;
+    if (scoped) this.#host.device.pushErrorScope('validation');
+    this.#mapping = this.buffer.mapAsync(mode).then(this.#onMapped, this.#onMapFailed);
+    if (scoped) void this.#host.device.popErrorScope().catch(() => undefined);
+    return this.#mapping;
   }
 
   // Made once per buffer: a map per GPU use of the buffer allocates no closures.
@@ -328,10 +347,10 @@ export class PinnedBuffer {
   readonly #onMapFailed = (err: unknown): never => {
     this.#mapping = null;
     this.state = 'unmapped';
-    this.mapError = err; // a buffer that cannot map (invalid: out of memory, its device lost) is not mapped again
+    const e = (this.mapError = this.refused ?? err); // a buffer that cannot map (invalid: out of memory, its device lost) is not mapped again
     const closed = this.#host.closed();
-    this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : err);
-    throw err;
+    this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : e);
+    throw e;
   };
 
   /** Resolves `ready()` waiters once the host owns the buffer; rejects them once the context is lost or destroyed. */
@@ -375,6 +394,7 @@ export class PinnedBuffer {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, this.#at('view'));
     const closed = this.#host.closed();
     if (closed) throw atCall(closed, this.#at('view'));
+    if (this.refused) throw atCall(this.refused, this.#at('view'));
     // Before the ownership check: a race is reported even where this run happens to catch it.
     if (!this.internal) this.#host.sanitizer?.hostAccess(this);
     if (!this.#viewsUsable()) {

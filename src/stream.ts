@@ -4,7 +4,7 @@
  * the default stream's legacy semantics. A stream is host-side: WebGPU has one queue per device, and
  * the scheduler merges every stream into it (see scheduler.ts).
  */
-import { captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { atCall, captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { argName, CallSite, type Site } from './call-site.js';
 import { checkSyncRecorder, commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
 import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
@@ -441,10 +441,10 @@ export class Stream {
       return;
     }
     if (p.destroyRequested) throw new DestroyedError(`pinned buffer '${p.label}' was destroyed`, site);
+    if (p.refused) throw atCall(p.refused, site);
     if (p.device !== this.#host.device) throw new InvalidArgumentError(`pinned buffer '${p.label}' was allocated on another GPUDevice; allocate it with this stream's context (ctx.allocHost())`, site);
     if (p.kind !== kind) {
       throw new InvalidArgumentError(`pinned buffer '${p.label}' was allocated for ${p.kind}s; allocate one with ctx.allocHost(bytes, '${kind}') for ${kind}s`, site);
     }
   }
-
 }

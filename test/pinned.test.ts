@@ -545,4 +545,31 @@ describe('after device loss', () => {
       c.destroy();
     }
   }, 20_000);
+
+  it('a pinned buffer the device had no memory for: its ops, ready() and views fail with OutOfMemoryError naming it, and calls once known', async () => {
+    const c = await gpuContext({ label: 'oom' });
+    try {
+      const s = c.createStream({ label: 'reads back' });
+      const d = c.alloc(4096, { label: 'd' });
+      const pin = c.allocHost(c.limits.maxBufferSize, 'download', { label: 'huge' }); // SwiftShader cannot allocate 1 GiB
+      s.download(d, pin, { size: 4096 }); // before WebGPU's verdict: the op finds out
+      const tooBig = { name: 'OutOfMemoryError', message: expect.stringMatching(/pinned buffer 'huge' \(\d+ bytes\) could not be allocated: out of memory/) };
+      await expect(s.synchronize()).rejects.toMatchObject({ ...tooBig, op: 'download', stream: 'reads back' });
+      await expect(pin.ready()).rejects.toMatchObject({ ...tooBig, op: 'ready' });
+      expect(() => pin.bytes).toThrow(expect.objectContaining({ ...tooBig, op: 'view' }));
+      expect(() => s.download(d, pin, { size: 4096 })).toThrow(expect.objectContaining({ ...tooBig, op: 'download' }));
+      // The stream goes on with other buffers.
+      const seed = randomSeed();
+      const x = rng(seed).u32Array(1024);
+      const back = new Uint32Array(1024);
+      s.upload(x, d);
+      s.download(d, back);
+      await s.synchronize();
+      expect(firstMismatch(back, x), `seed ${seed}`).toBeNull();
+      pin.destroy();
+      expect(c.errors).toEqual([]);
+    } finally {
+      c.destroy();
+    }
+  });
 });

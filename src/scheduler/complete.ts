@@ -5,7 +5,7 @@
  *
  * Completion is iterative (one worklist for every context): chains of any length, across contexts, no recursion.
  */
-import { DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown, ownWords } from '../errors.js';
+import { atCall, DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown, ownWords } from '../errors.js';
 import { MapMode } from '../gpu-constants.js';
 import { refusedOf } from '../memory.js';
 import { NONE, type Op } from '../op.js';
@@ -118,7 +118,7 @@ export class Completer {
     if (b.isolated) {
       const op = b.ops[0]!;
       void validation!.then((err) => {
-        if (err) this.fail(op, refusedOf(op.buffers, op.site()) ?? new GpuValidationError(`WebGPU rejected this op: ${err.message}`, op.site()));
+        if (err) this.fail(op, refusedOf(op.buffers, op.site(), op.pinned) ?? new GpuValidationError(`WebGPU rejected this op: ${err.message}`, op.site()));
         else if (!op.done) {
           op.ordered = true;
           wakeDependents(op);
@@ -190,7 +190,7 @@ export class Completer {
     for (let i = 0; i < b.ops.length; i++) {
       const op = b.ops[i]!;
       if (op.times) op.times.tDone = tDone;
-      if (error) this.fail(op, refusedOf(op.buffers, op.site()) ?? new GpuValidationError(`WebGPU rejected the submit that carried this op: ${error.message}`, op.site()));
+      if (error) this.fail(op, refusedOf(op.buffers, op.site(), op.pinned) ?? new GpuValidationError(`WebGPU rejected the submit that carried this op: ${error.message}`, op.site()));
       else this.ownDone(op);
     }
   }
@@ -294,7 +294,7 @@ export class Completer {
   #asError(e: unknown, op: Op): StreamError {
     const closed = this.host.closed;
     if (closed) return closed;
-    if (e instanceof Error && 'op' in e) return e as StreamError;
+    if (e instanceof Error && 'op' in e) return (e as StreamError).op === 'allocHost' ? atCall(e as StreamError, op.site()) : (e as StreamError);
     return new GpuValidationError(`WebGPU failed: ${describeThrown(e)}`, { ...op.site(), cause: e });
   }
 
