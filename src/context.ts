@@ -323,6 +323,7 @@ export class Context {
     const label = expectLabel(o.label, () => `buffer#${++this.#buffers}`, site);
     const buffer = new DeviceBuffer(this.device, this.memory, bytes, label, usage);
     buffer.peer = this.#peer;
+    buffer.context = this.label;
     return buffer;
   }
 

@@ -24,6 +24,12 @@ export class MemoryStats {
   sub(bytes: number): void {
     this.current -= bytes;
   }
+
+  /** @internal `bytes` added when `peak` was `peakBefore` were never allocated: out of `current` (if still counted) and of the peaks since */
+  refused(bytes: number, peakBefore: number, counted: boolean): void {
+    if (counted) this.current -= bytes;
+    this.peak = Math.max(this.current, this.peak - bytes, Math.min(peakBefore, this.peak));
+  }
 }
 
 /** @internal what a buffer's context lends a peer copy (peer.ts) */
@@ -92,6 +98,9 @@ export abstract class DeviceResource {
   #freed = false;
   #outOfMemory = false;
   readonly #stats: MemoryStats;
+  readonly #peakBefore: number;
+  /** @internal its context's label, for errors */
+  context = '';
   /** @internal what WebGPU said of its creation: undefined until it has, null when it was made, else why not */
   verdict: string | null | undefined = undefined;
   #judged: (() => void)[] | null = null;
@@ -102,6 +111,7 @@ export abstract class DeviceResource {
     this.byteSize = byteSize;
     this.device = device;
     this.#stats = stats;
+    this.#peakBefore = stats.peak;
     stats.add(byteSize);
   }
 
@@ -133,7 +143,7 @@ export abstract class DeviceResource {
    */
   allocated(): Promise<void> {
     if (this.verdict === null) return Promise.resolve();
-    const site: ErrorSite = { op: 'allocated', callSite: captureSite(true, DeviceResource.prototype.allocated) };
+    const site: ErrorSite = { op: 'allocated', context: this.context, callSite: captureSite(true, DeviceResource.prototype.allocated) };
     if (this.verdict !== undefined) return Promise.reject(this.refusal(site, true));
     return new Promise((resolve, reject) => (this.#judged ??= []).push(() => (this.verdict ? reject(this.refusal(site, true)) : resolve())));
   }
@@ -160,12 +170,12 @@ export abstract class DeviceResource {
       const e = oom ?? invalid;
       this.verdict = e ? e.message || (oom ? 'out of memory' : 'invalid') : null;
       this.#outOfMemory = oom !== null;
+      // Refused: never allocated, so out of the stats now (not again when freed).
+      if (this.verdict) this.#stats.refused(this.byteSize, this.#peakBefore, !this.#freed);
       if (!this.verdict || this.#freed) judging.count--;
       else {
-        // Refused: never allocated, so out of the stats now (not again when freed); it counts in
-        // `judging` until freed or collected, as ops enqueued before the verdict check it.
+        // It counts in `judging` until freed or collected, as ops enqueued before the verdict check it.
         collected.unregister(this);
-        this.#stats.sub(this.byteSize);
         dropped.register(this, undefined, this);
       }
       const judged = this.#judged;

@@ -99,6 +99,7 @@ export class DeviceTexture extends DeviceResource {
     super(device, stats, Math.ceil(bytes * accountedTexelBytes(o.format)), o.label);
     // Until WebGPU has judged it, the ops using it wait (one it refused fails only them).
     this.judge(outOfMemory, validation);
+    this.context = site.context ?? '';
     [this.width, this.height, this.depthOrArrayLayers] = [w, h, d];
     this.format = o.format;
     this.mipLevelCount = o.mipLevelCount;

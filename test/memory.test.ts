@@ -109,9 +109,15 @@ describe('device buffers', () => {
       s.copy(big, small, { size: 16 });
       const tooBig = { name: 'OutOfMemoryError', message: expect.stringMatching(/buffer 'weights' \(\d+ bytes\) could not be allocated: the device is out of memory/) };
       await expect(s.synchronize()).rejects.toMatchObject({ ...tooBig, op: 'copy', stream: 'loads weights' });
-      await expect(big.allocated()).rejects.toMatchObject({ ...tooBig, op: 'allocated' });
+      await expect(big.allocated()).rejects.toMatchObject({ ...tooBig, op: 'allocated', context: 'oom' });
       expect(() => s.upload(x, big)).toThrow(expect.objectContaining({ ...tooBig, op: 'upload' }));
       expect(oom.memory.current, 'never allocated: not counted').toBe(before);
+      expect(oom.memory.peak, 'nor in the peak').toBe(before);
+      // Destroyed before WebGPU's verdict: allocated() still says it was out of memory; nothing is counted twice.
+      const gone = oom.alloc(oom.limits.maxBufferSize, { label: 'gone' });
+      gone.destroy();
+      await expect(gone.allocated()).rejects.toMatchObject({ name: 'OutOfMemoryError' });
+      expect([oom.memory.current, oom.memory.peak]).toEqual([before, before]);
       // The stream and the context go on; the refused buffer is destroyed without counting it twice.
       s.upload(x, small);
       const back = new Uint32Array(64);
@@ -155,6 +161,24 @@ describe('references to user memory end with the op', () => {
 });
 
 describe('staging kept for reuse', () => {
+  it('goes with the device: after device loss ctx.memory.staging comes back to 0 as the transfers cut short return theirs', async () => {
+    const c = await gpuContext({ label: 'lost' });
+    try {
+      const s = c.createStream({ label: 'moves' });
+      const d = c.alloc(1 << 20);
+      const x = rng(randomSeed()).u32Array(1 << 18);
+      s.upload(x, d);
+      s.download(d, new Uint32Array(1 << 18));
+      c.flush();
+      expect(c.memory.staging).toBeGreaterThan(0);
+      c.device.destroy();
+      await expect(s.synchronize()).rejects.toMatchObject({ name: 'DeviceLostError' });
+      await vi.waitFor(() => expect(c.memory.staging).toBe(0));
+    } finally {
+      c.destroy();
+    }
+  });
+
   it('ctx.emptyCache() frees the pooled staging and the uploadFrom ring, leaves buffers in use, and later transfers still land', async () => {
     const seed = randomSeed();
     const MiB = 1 << 20;

@@ -103,8 +103,7 @@ export class Completer {
     const cmd = this.encoder.finish(b);
     b.tSubmit = performance.now();
     this.#queue.submit(b.extra ? [cmd, ...b.extra] : [cmd]);
-    // The validation scope opened with the batch: what the call could check was checked there,
-    // so an error here fails the ops of this submit; an isolated op is alone in its.
+    // The validation scope opened with the batch: an error fails the ops of this submit (an isolated op is alone in its).
     const popped = device.popErrorScope();
     // As a value (never rejecting), only for the parts that wait on it: an isolated op, read-backs.
     const validation = b.isolated || b.readbacks.length > 0 ? popped.then((err) => err, asValue) : null;
@@ -225,6 +224,7 @@ export class Completer {
     const view = p.view!;
     const size = p.size;
     p.readback = null;
+    let released = false;
     // .catch, not a second handler: a read failing in the first (its device lost meanwhile) fails the op, never goes unhandled.
     Promise.all([validation, rb.mapAsync(MapMode.READ, 0, size)])
       .then(([err]) => {
@@ -239,11 +239,12 @@ export class Completer {
             if (op.times) op.times.tHostEnd = performance.now();
           }
         }
+        released = true;
         this.host.staging.releaseReadback(rb);
         this.partDone(op);
       })
       .catch((e: unknown) => {
-        if (rb.mapState === 'mapped') rb.unmap();
+        if (!released) this.host.staging.releaseReadback(rb); // unmapped there; dropped if its context closed
         this.fail(op, this.#asError(e, op));
       });
   }
@@ -329,8 +330,7 @@ export class Completer {
       if (!d.done) return;
       if (d.error && !op.error) op.error = inherit(op, d);
     }
-    // The last op using a pinned buffer completes once the buffer is mapped again, so the host
-    // owns it after a synchronize, even when the op was skipped or failed.
+    // The last op using a pinned buffer completes once it is mapped again: the host owns it after a synchronize, failed or not.
     const pinned = op.pinned;
     if (pinned && op.claimIndex >= 0 && pinned.claims === 1 && pinned.state !== 'mapped' && !pinned.destroyRequested && !this.host.closed && pinned.mapError === null) {
       op.pendingParts++;

@@ -435,6 +435,7 @@ export class Scheduler implements QueueOwner {
     for (const r of this.#waiters) r.reject(err);
     this.#waiters.clear();
     this.#orderWaits.length = 0; // their ops failed above: done, waiters called
+    this.staging.destroy(); // no more transfers: the staging goes as it comes back
   }
 
   destroy(): void {
