@@ -5,8 +5,8 @@
  * to slot `i % count`; its fill waits for use `i - count`, the slot's last reader; its use waits
  * for its fill. Fills may run up to `count` uses ahead, so loading overlaps computing.
  */
-import type { Context } from './context.js';
-import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { Context } from './context.js';
+import { DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { GpuEvent } from './event.js';
 import { DeviceBuffer } from './memory.js';
 import { Stream } from './stream.js';
@@ -44,6 +44,7 @@ export class SlotRing {
   readonly #context: string;
 
   constructor(ctx: Context, options: SlotRingOptions) {
+    if (!(ctx instanceof Context)) throw new InvalidArgumentError(`Expected \`ctx\` to be a Context, got ${showValue(ctx)}`, { op: 'SlotRing' });
     const site = { op: 'SlotRing', context: ctx.label };
     expectKnownKeys('options', expectObject('options', options, site), ['producer', 'consumer', 'bytes', 'count', 'buffers', 'label'], site);
     const label = expectLabel(options.label, () => 'slot', site);
@@ -55,6 +56,11 @@ export class SlotRing {
     if (options.buffers !== undefined) {
       if (!Array.isArray(options.buffers) || options.buffers.length < 1 || !options.buffers.every((b) => b instanceof DeviceBuffer)) throw new InvalidArgumentError(`Expected \`buffers\` to be a non-empty array of DeviceBuffers, got ${showValue(options.buffers)}`, site);
       if (options.bytes !== undefined || options.count !== undefined) throw new InvalidArgumentError('pass `buffers`, or `bytes` (and `count`), not both', site);
+      for (const b of options.buffers) {
+        b.checkAlive(site);
+        if (b.device !== ctx.device) throw new InvalidArgumentError(`buffer '${b.label}' was allocated on another GPUDevice; a ring's slots are its context's (ctx.alloc)`, site);
+      }
+      if (new Set(options.buffers).size < options.buffers.length) throw new InvalidArgumentError('`buffers` holds one buffer twice: each slot must be a buffer of its own (a fill would overwrite a slot still being read)', site);
       this.buffers = [...options.buffers];
       this.#owned = false;
     } else {
@@ -67,6 +73,7 @@ export class SlotRing {
     this.consumer = consumer;
     this.label = label;
     this.#context = ctx.label;
+    this.#ctx = ctx;
     this.#loaded = this.buffers.map((_, k) => ctx.createEvent({ label: `${label}[${k}] filled` }));
     this.#freed = this.buffers.map((_, k) => ctx.createEvent({ label: `${label}[${k}] read` }));
   }
@@ -125,8 +132,10 @@ export class SlotRing {
   }
 
   #inWork = false;
-  /** Throws when called from inside a fill's or use's `work` (both calls would take the same index). */
+  readonly #ctx: Context;
+  /** Throws when its context was destroyed, or when called from inside a fill's or use's `work` (both calls would take the same index). */
   #outside(site: ErrorSite): void {
+    if (this.#ctx.destroyed) throw new DestroyedError(`context '${this.#context}' was destroyed; the ring's streams and slots went with it`, site);
     if (this.#inWork) throw new InvalidArgumentError(`${site.op}() was called from inside a fill() or use() callback; enqueue the next one after it returns`, site);
   }
   /** Runs a fill's or use's `work`; a fill() or use() from inside it is refused (both would take the same index). */

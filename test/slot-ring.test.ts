@@ -98,6 +98,8 @@ describe(`SlotRing (seed ${seed})`, () => {
     const own = new SlotRing(ctx, { bytes: 64, producer: load, consumer: compute });
     own[Symbol.dispose](); // `using` a ring destroys the slots it allocated
     expect(own.buffers.every((b) => b.destroyed)).toBe(true);
+    const gone = ctx.alloc(64, { label: 'gone' });
+    gone.destroy();
     const bad: [string, unknown, RegExp][] = [
       ['same stream', { bytes: 64, producer: load, consumer: load }, /the same stream/],
       ['not a stream', { bytes: 64, producer: {}, consumer: compute }, /Expected `producer` to be a Stream/],
@@ -105,8 +107,11 @@ describe(`SlotRing (seed ${seed})`, () => {
       ['no bytes', { producer: load, consumer: compute }, /bytes/],
       ['unknown key', { bytes: 64, slots: 2, producer: load, consumer: compute }, /slots/],
       ['count 0', { bytes: 64, count: 0, producer: load, consumer: compute }, /count/],
+      ['one buffer twice', { buffers: [mine[0], mine[0]], producer: load, consumer: compute }, /holds one buffer twice/],
+      ['a destroyed buffer', { buffers: [mine[0], gone], producer: load, consumer: compute }, /buffer 'gone' was destroyed/],
     ];
     for (const [what, o, re] of bad) expect(() => new SlotRing(ctx, o as never), what).toThrow(re);
+    expect(() => new SlotRing(null as never, { bytes: 64, producer: load, consumer: compute })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringMatching(/Expected `ctx` to be a Context/) }));
   });
 
   it('a fill or use whose work throws leaves the ring where it was: the next call is that use again', async () => {
@@ -129,11 +134,15 @@ describe(`SlotRing (seed ${seed})`, () => {
     ring.destroy();
   });
 
-  it('refuses a stream of another context', async () => {
+  it('refuses a stream or buffer of another context; after its context is destroyed, fill() says so, named SlotRing.fill', async () => {
     const { gpuContext } = await import('./fixtures/gpu.js');
     const other = await gpuContext();
     try {
       expect(() => new SlotRing(ctx, { bytes: 64, producer: other.createStream(), consumer: ctx.createStream() })).toThrow(/Stream of context/);
+      expect(() => new SlotRing(ctx, { buffers: [ctx.alloc(64), other.alloc(64, { label: 'theirs' })], producer: ctx.createStream(), consumer: ctx.createStream() })).toThrow(/buffer 'theirs' was allocated on another GPUDevice/);
+      const ring = new SlotRing(other, { bytes: 64, producer: other.createStream({ label: 'p' }), consumer: other.createStream() });
+      other.destroy();
+      expect(() => ring.fill(() => undefined)).toThrow(expect.objectContaining({ name: 'DestroyedError', op: 'SlotRing.fill' }));
     } finally {
       other.destroy();
     }
