@@ -11,7 +11,7 @@
  * whole life: when it is garbage-collected while a device is in use, the process crashes.
  */
 import { createContext, OPTION_KEYS, type Context, type ContextOptions } from './context.js';
-import { InvalidArgumentError, StreamError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
+import { InvalidArgumentError, StreamError, UploadSourceError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
@@ -102,7 +102,7 @@ export interface FileSource extends RandomAccessSource {
 export interface FileHandleLike {
   readonly fd: number;
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
-  stat(): Promise<{ size: number }>;
+  stat(): Promise<{ size: number; isFile?(): boolean }>;
   close(): Promise<void>;
 }
 
@@ -119,10 +119,23 @@ export async function openFile(path: string | FileHandleLike, options: { paralle
   const handle = typeof path === 'object' && path !== null && typeof (path as { read?: unknown }).read === 'function' && typeof (path as { stat?: unknown }).stat === 'function';
   if (!owned && !handle) throw new InvalidArgumentError(`Expected \`path\` to be a path or a FileHandle of node:fs/promises, got ${showValue(path)}`, site);
   const o = expectObject('options', options, site);
+  expectKnownKeys('options', o, ['parallel'], site);
   const parallel = o.parallel === undefined ? Math.min(16, Math.max(1, Math.floor(Number(process.env['UV_THREADPOOL_SIZE'])) || 4)) : expectInteger('parallel', o.parallel, 1, 256, site);
   const { open } = await import('node:fs/promises');
-  const fh = owned ? await open(path, 'r') : path;
-  const { size } = await fh.stat();
+  let fh: FileHandleLike | undefined;
+  let stat: { size: number; isFile?(): boolean };
+  try {
+    fh = owned ? await open(path, 'r') : path;
+    stat = await fh.stat();
+  } catch (e) {
+    if (owned) await fh?.close().catch(() => undefined);
+    throw new UploadSourceError(`cannot open ${owned ? `'${path}'` : 'the FileHandle'}: ${e instanceof Error ? e.message : String(e)}`, { ...site, cause: e }); // cause.code: 'ENOENT', 'EACCES', ...
+  }
+  if (stat.isFile?.() === false) {
+    if (owned) await fh.close();
+    throw new UploadSourceError(`'${owned ? path : `FileHandle ${fh.fd}`}' is not a regular file (a directory?)`, site);
+  }
+  const { size } = stat;
   let closed = false;
   const close = async (): Promise<void> => {
     if (closed) return;

@@ -305,6 +305,9 @@ describe(`uploadFrom (seed ${seed})`, () => {
       expect(() => s.uploadFrom(file, dst)).toThrow(/size 2048 does not fit 'dst' \(1024 bytes/);
       expect(() => s.uploadFrom(file, dst, { size: 6 })).toThrow(/multiple of 4/);
       for (const size of [8.5, Infinity, -4]) expect(() => s.uploadFrom({ size, read: async () => 0 }, dst), String(size)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringMatching(/`source.size`/) }));
+      await expect(openFile(fileOf('c.bin', bytesOf(64)), { paralel: 8 } as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'openFile', message: expect.stringMatching(/paralel/) });
+      await expect(openFile(join(dir, 'no such file'))).rejects.toMatchObject({ name: 'UploadSourceError', op: 'openFile', cause: expect.objectContaining({ code: 'ENOENT' }) });
+      await expect(openFile(dir)).rejects.toMatchObject({ name: 'UploadSourceError', message: expect.stringMatching(/is not a regular file/) });
       expect(s.pendingOps).toBe(0);
     } finally {
       await file.close();
