@@ -33,7 +33,7 @@ export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAl
 export async function createNodeContext(options: NodeContextOptions = {}): Promise<Context> {
   const site = { op: 'createNodeContext' };
   const o = expectObject('options', options, site);
-  if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\`; pass \`device\` to borrow one, or use createContext({ gpu })`, site);
+  if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\` (and keeps it alive); pass \`device\` to borrow one, or use createContext({ gpu }) for a gpu of yours`, site);
   expectKnownKeys('options', o, [...OPTION_KEYS.filter((k) => k !== 'gpu'), 'dawnToggles', 'installGlobals', 'adapter'], site);
   if (o.dawnToggles !== undefined && !(Array.isArray(o.dawnToggles) && o.dawnToggles.every((t) => typeof t === 'string'))) {
     throw new InvalidArgumentError(`Expected \`dawnToggles\` to be an array of strings, got ${showValue(o.dawnToggles)}`, site);
