@@ -57,7 +57,8 @@ export default defineConfig(({ mode }) => {
         minify: false,
         sourcemap: true,
         lib: { entry: { index: 'src/index.ts', node: 'src/node.ts' }, formats: ['es'] },
-        rollupOptions: { external: ['webgpu', /^node:/] },
+        // The shared chunk carries the package's name: errors.ts tells its own frames by it, wherever the files sit.
+        rollupOptions: { external: ['webgpu', /^node:/], output: { chunkFileNames: 'webgpu-streams-[hash].js' } },
       },
     };
   }

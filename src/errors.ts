@@ -17,6 +17,9 @@ export interface ErrorSite {
   cause?: unknown;
 }
 
+/** The calls that enqueue an op: their site reads "enqueued at", any other's "called at". */
+const ENQUEUES = new Set(['launch', 'copy', 'upload', 'download', 'encode', 'hostFn', 'record', 'wait', 'waitEvent', 'waitStream', 'uploadFrom', 'copyPeer', 'SlotRing.fill', 'SlotRing.use']);
+
 /** Base class of every error this library throws or rejects with. */
 export class StreamError extends Error {
   override name = 'StreamError';
@@ -28,7 +31,7 @@ export class StreamError extends Error {
   constructor(message: string, site: ErrorSite = {}) {
     const where = whereOf(site);
     const callSite = formatSite(site.callSite);
-    const at = callSite ? `\n  enqueued ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
+    const at = callSite ? `\n  ${ENQUEUES.has(site.op!) ? 'enqueued' : 'called'} ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
     super(`${where ? `${where}: ` : ''}${message}${at}`, site.cause === undefined ? undefined : { cause: site.cause });
     this.op = site.op;
     this.stream = site.stream;
@@ -55,7 +58,7 @@ function whereOf(site: { op?: string | undefined; stream?: string | undefined; c
 /** What a StreamError says went wrong: its message without the op/stream/context prefix and the call site. */
 export function ownWords(e: StreamError): string {
   const where = whereOf(e);
-  const at = e.message.indexOf('\n  enqueued ');
+  const at = e.message.search(/\n {2}(enqueued|called) /);
   const m = at >= 0 ? e.message.slice(0, at) : e.message;
   return where && m.startsWith(`${where}: `) ? m.slice(where.length + 2) : m;
 }

@@ -221,6 +221,7 @@ describe('synchronize', () => {
     for (const [err, stream] of [[errs[0], 'held'], [errs[1], undefined], [errs[2], undefined]] as const) {
       expect(err).toMatchObject({ name: 'AbortError', op: 'synchronize', stream, message: expect.stringMatching(/wait for op '.*' #\d+ on stream 'held' was aborted/) });
       expect(err!.callSite).toMatch(/^at .*stream\.test\.ts/);
+      expect(err!.message, 'a synchronize enqueues nothing: its line is where it was called').toMatch(/\n {2}called at .*stream\.test\.ts/);
     }
     open();
     await s.synchronize();

@@ -138,6 +138,26 @@ describe('a consumer project', () => {
     expect(result['ok'], `seed ${seed}:\n${r.output}`).toBe(true);
   });
 
+  it("an error's call site is the user's line even where the package's files sit in a folder of another name (vendored)", async () => {
+    const vendored = join(app, 'vendored');
+    cpSync(join(installed, 'dist', 'lib'), join(vendored, 'lib'), { recursive: true });
+    writeFileSync(join(vendored, 'site.mjs'), [
+      "import { createNodeContext } from './lib/node.js';",
+      'const ctx = await createNodeContext();',
+      "const s = ctx.createStream({ label: 's' });",
+      's.hostFn(() => new Promise((r) => setTimeout(r, 50)));',
+      'const ac = new AbortController();',
+      'const aborted = s.synchronize({ signal: ac.signal }).then(() => null, (e) => e);',
+      'ac.abort();',
+      'let early; try { ctx.createEvent().elapsedTime(ctx.createEvent()); } catch (e) { early = e; }',
+      'console.log(JSON.stringify({ aborted: (await aborted)?.callSite ?? null, early: early?.callSite ?? null }));',
+      'ctx.destroy();',
+    ].join('\n'));
+    const result = lastJson(await run(process.execPath, [join(vendored, 'site.mjs')], app, 60_000));
+    expect(result['aborted']).toMatch(/^at file:\/\/.*vendored[\\/]site\.mjs:6:/);
+    expect(result['early']).toMatch(/^at file:\/\/.*vendored[\\/]site\.mjs:8:/);
+  });
+
   it('without the webgpu package, createNodeContext says what to install', async () => {
     const dawn = join(app, 'node_modules', 'webgpu'), hidden = `${dawn}.hidden`;
     renameSync(dawn, hidden);
