@@ -304,7 +304,7 @@ export class Stream {
    * behind it (this stream's or the context's `synchronize()`) rejects with `DeadlockError`.
    * @returns the op id
    */
-  hostFn(fn: () => void | Promise<void>): number {
+  hostFn(fn: () => void | PromiseLike<unknown>): number {
     const site = this.#site('hostFn', true);
     expectFunction('fn', fn, site);
     return this.#enqueue({ kind: 'hostFn', fn }, NONE, NONE, site, fn.name).id;

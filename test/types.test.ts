@@ -34,7 +34,7 @@ describe('public API types', () => {
     expectTypeOf<Stream['launch']>().returns.toBeNumber();
     expectTypeOf<Stream['upload']>().parameter(0).toEqualTypeOf<PinnedBuffer | ArrayBufferView>();
     expectTypeOf<Stream['download']>().parameter(1).toEqualTypeOf<PinnedBuffer | ArrayBufferView>();
-    expectTypeOf<Stream['hostFn']>().parameter(0).toEqualTypeOf<() => void | Promise<void>>();
+    expectTypeOf<Stream['hostFn']>().parameter(0).toEqualTypeOf<() => void | PromiseLike<unknown>>(); // a promise of any value, or a thenable, is awaited
     expectTypeOf<Stream['synchronize']>().returns.toEqualTypeOf<Promise<void>>();
     expectTypeOf<Stream['query']>().returns.toBeBoolean();
     expectTypeOf<Stream['priority']>().toBeNumber();
