@@ -239,7 +239,8 @@ export class Op {
 
   site(): { op: string; stream: string; context: string; callSite: Error | undefined } {
     const p = this.payload;
-    return { op: p.kind === 'hostFn' && p.own ? this.subject : this.kind, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite };
+    const op = p.kind === 'hostFn' && p.own ? this.subject : p.kind === 'wait' ? (p.what.startsWith('event') ? 'waitEvent' : 'waitStream') : this.kind;
+    return { op, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite };
   }
 
   /** Drops the payload's references (user arrays, functions, buffers) once the op is done. */

@@ -88,6 +88,30 @@ describe('events', () => {
     expect(ev.query()).toBe(true);
     expect(firstMismatch(out, v)).toBeNull();
   });
+
+  it('a failed record: event.synchronize() rejects with a DependencyError caused by the op that failed, and every waiter fails until it is recorded again, named waitEvent / waitStream', async () => {
+    const bad = ctx.createStream({ label: 'bad' }), waiter = ctx.createStream({ label: 'waiter' });
+    const ev = ctx.createEvent({ label: 'ev' });
+    bad.hostFn(() => {
+      throw new Error('boom');
+    });
+    ev.record(bad);
+    await expect(ev.synchronize()).rejects.toMatchObject({ name: 'DependencyError', op: 'record', cause: expect.objectContaining({ name: 'HostFnError' }) });
+    await expect(bad.synchronize()).rejects.toMatchObject({ name: 'HostFnError' });
+    waiter.waitEvent(ev);
+    await expect(waiter.synchronize(), 'reported or not').rejects.toMatchObject({ name: 'DependencyError', op: 'waitEvent', stream: 'waiter' });
+    const again = ctx.createStream({ label: 'again' });
+    again.hostFn(() => {
+      throw new Error('boom');
+    });
+    waiter.waitStream(again);
+    await expect(waiter.synchronize()).rejects.toMatchObject({ name: 'DependencyError', op: 'waitStream', stream: 'waiter' });
+    await again.synchronize().catch(() => undefined);
+    ev.record(bad); // recorded again, after the reported failure: waits order behind it, no more
+    waiter.waitEvent(ev);
+    await waiter.synchronize();
+    await ctx.synchronize().catch(() => undefined);
+  });
 });
 
 describe('elapsedTime', () => {
