@@ -15,10 +15,9 @@ export interface ErrorSite {
   /** Stack captured when the op was enqueued (when stack capture is on): an Error, formatted lazily. */
   callSite?: string | Error | undefined;
   cause?: unknown;
+  /** The op failed after its call: `callSite` is where it was enqueued ("enqueued at"; else "called at", the call that threw). */
+  enqueued?: boolean;
 }
-
-/** The calls that enqueue an op: their site reads "enqueued at", any other's "called at". */
-const ENQUEUES = new Set(['launch', 'copy', 'upload', 'download', 'encode', 'hostFn', 'record', 'wait', 'waitEvent', 'waitStream', 'uploadFrom', 'copyPeer', 'SlotRing.fill', 'SlotRing.use']);
 
 /** Base class of every error this library throws or rejects with. */
 export class StreamError extends Error {
@@ -31,7 +30,7 @@ export class StreamError extends Error {
   constructor(message: string, site: ErrorSite = {}) {
     const where = whereOf(site);
     const callSite = formatSite(site.callSite);
-    const at = callSite ? `\n  ${ENQUEUES.has(site.op!) ? 'enqueued' : 'called'} ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
+    const at = callSite ? `\n  ${site.enqueued ? 'enqueued' : 'called'} ${callSite.split('\n').slice(0, 4).join('\n  ')}` : '';
     super(`${where ? `${where}: ` : ''}${message}${at}`, site.cause === undefined ? undefined : { cause: site.cause });
     this.op = site.op;
     this.stream = site.stream;

@@ -3,7 +3,7 @@
  * any context), query or await it, and measure GPU time between two timing events from timestamp
  * queries.
  */
-import { EventNotReadyError, EventTimingError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { EntrySite, EventNotReadyError, EventTimingError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { Op } from './op.js';
 import { joinHost, type VectorClock } from './clock.js';
 import { StreamQueue } from './op.js';
@@ -83,7 +83,7 @@ export class GpuEvent {
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
     let signal: AbortSignal | undefined;
-    const site = { op: 'synchronize', context: this.owner.label };
+    const site = new EntrySite('synchronize', this.owner.label, GpuEvent.prototype);
     try {
       signal = syncSignal(options, site);
       this.#host.checkAlive('synchronize');

@@ -237,10 +237,10 @@ export class Op {
     return k === 'launch' || k === 'copy' || k === 'upload' || k === 'download' || k === 'encode' || (k === 'record' && this.payload.timing);
   }
 
-  site(): { op: string; stream: string; context: string; callSite: Error | undefined } {
+  site(): { op: string; stream: string; context: string; callSite: Error | undefined; enqueued: true } {
     const p = this.payload;
     const op = p.kind === 'hostFn' && p.own ? this.subject : p.kind === 'wait' ? (p.what.startsWith('event') ? 'waitEvent' : 'waitStream') : this.kind;
-    return { op, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite };
+    return { op, stream: this.stream.label, context: this.stream.owner.label, callSite: this.callSite, enqueued: true };
   }
 
   /** Drops the payload's references (user arrays, functions, buffers) once the op is done. */

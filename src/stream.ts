@@ -4,7 +4,7 @@
  * the default stream's legacy semantics. A stream is host-side: WebGPU has one queue per device, and
  * the scheduler merges every stream into it (see scheduler.ts).
  */
-import { atCall, captureSite, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { atCall, captureSite, DestroyedError, EntrySite, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { argName, CallSite, type Site } from './call-site.js';
 import { checkSyncRecorder, commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
 import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
@@ -355,7 +355,7 @@ export class Stream {
    */
   synchronize(options: SyncOptions = {}): Promise<void> {
     try {
-      const site = { op: 'synchronize', stream: this.label, context: this.#host.label };
+      const site = new EntrySite('synchronize', this.#host.label, Stream.prototype, this.label);
       const signal = syncSignal(options, site);
       return namedAbort(synchronizeQueue(this.#host.scheduler, this.queue, signal), signal, site);
     } catch (e) {

@@ -176,7 +176,7 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   }
   if (size !== null && size > room) throw new InvalidArgumentError(`size ${size} does not fit '${dstLabel}' (${room} bytes from dstOffset ${dstOffset})`, site);
   const pieces = size === null ? ringMax : Math.ceil(size / ring.pieceBytes);
-  const at: ErrorSite = { op: site.op ?? 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite };
+  const at: ErrorSite = { op: site.op ?? 'uploadFrom', stream: site.stream, context: site.context, callSite: site.callSite, enqueued: true };
   let finishReader!: () => void;
   let markStarted!: () => void;
   let markEnded!: () => void;

@@ -80,7 +80,7 @@ export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | und
     throw new InvalidArgumentError(`Expected \`signal\` to be an AbortSignal, got ${show(signal)}`, site);
   }
   // As the platform's APIs do: an aborted signal rejects at once (failures stay for the next wait).
-  if ((signal as AbortSignal | undefined)?.aborted) throw new AbortError('synchronize was aborted before it began (the signal was already aborted)', { ...site, cause: (signal as AbortSignal).reason });
+  if ((signal as AbortSignal | undefined)?.aborted) throw new AbortError('synchronize was aborted before it began (the signal was already aborted)', { ...site, callSite: site.callSite, cause: (signal as AbortSignal).reason }); // a getter (EntrySite) is not spread
   return signal as AbortSignal | undefined;
 }
 

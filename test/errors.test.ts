@@ -70,6 +70,7 @@ describe('call sites', () => {
         const err = await s.synchronize().then(() => null, (x: unknown) => x as Error & { callSite?: string });
         expect(err).toMatchObject({ name: 'HostFnError' });
         expect(err!.callSite).toMatch(/errors\.test\.ts/);
+        expect(err!.message, 'a failure after the call: the line that enqueued it').toMatch(/\n {2}enqueued at .*errors\.test\.ts/);
         // The skipped copy's own record of where it was enqueued:
         if (mode === 'all') expect(copyOp.callSite?.stack).toMatch(/errors\.test\.ts/);
         else expect(copyOp.callSite).toBeUndefined();
@@ -81,6 +82,7 @@ describe('call sites', () => {
           thrown = x as Error & { callSite?: string };
         }
         expect(thrown?.callSite).toMatch(/errors\.test\.ts/);
+        expect(thrown?.message, 'thrown at the call: nothing was enqueued').toMatch(/\n {2}called at .*errors\.test\.ts/);
       } finally {
         c.destroy();
       }

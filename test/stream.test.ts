@@ -236,7 +236,7 @@ describe('synchronize', () => {
       ['idle stream', idle.synchronize({ signal: ac.signal })],
       ['event never recorded', ctx.createEvent().synchronize({ signal: ac.signal })],
     ] as const) {
-      await expect(p, what).rejects.toMatchObject({ name: 'AbortError', cause: expect.objectContaining({ message: 'user left' }) });
+      await expect(p, what).rejects.toMatchObject({ name: 'AbortError', cause: expect.objectContaining({ message: 'user left' }), message: expect.stringMatching(/\n {2}called at .*stream\.test\.ts/) });
     }
     s.hostFn(() => {
       throw new Error('boom');
