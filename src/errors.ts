@@ -284,8 +284,11 @@ function internalFrame(line: string): boolean {
 export function formatSite(site: string | Error | undefined): string | undefined {
   if (site === undefined) return undefined;
   if (typeof site === 'string') return site;
-  const stack = site.stack;
+  let stack = site.stack;
   if (!stack) return undefined;
+  // Past the message: a WebGPU message may quote lines of its own ("    at CheckVkOOM... (file.cpp:119)").
+  const m = site.message ? stack.indexOf(site.message) : -1;
+  if (m >= 0) stack = stack.slice(m + site.message.length);
   const frames = stack
     .split('\n')
     .map((l) => l.trim())

@@ -8,7 +8,7 @@
  * `PinnedBufferBusyError` naming the op and stream holding it; once the GPU is done with those ops
  * the buffer is mapped back by itself and `ready()` resolves.
  */
-import { atCall, DestroyedError, OutOfMemoryError, PinnedBufferBusyError, type StreamError } from './errors.js';
+import { atCall, describeThrown, DestroyedError, GpuValidationError, OutOfMemoryError, PinnedBufferBusyError, StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import { joinHost } from './clock.js';
 
@@ -126,7 +126,7 @@ export class PinnedBuffer {
     }
     outOfMemory.then((e) => {
       this.#judged = true;
-      if (e) this.refused = new OutOfMemoryError(`pinned buffer '${label}' (${size} bytes) could not be allocated: out of memory. ctx.allocHost() returns before WebGPU says so, and the ops that use it fail; free memory or allocate less. WebGPU: ${e.message.trim()}`, { op: 'allocHost' });
+      if (e) this.refused = this.mapError = new OutOfMemoryError(`pinned buffer '${label}' (${size} bytes) could not be allocated: out of memory. ctx.allocHost() returns before WebGPU says so, and the ops that use it fail; free memory or allocate less. WebGPU: ${e.message.trim()}`, { op: 'allocHost', context: host.label, callSite: undefined });
     }, () => undefined);
   }
 
@@ -195,8 +195,7 @@ export class PinnedBuffer {
     if (this.#destroyRequested) return Promise.reject(new DestroyedError(`pinned buffer '${this.label}' was destroyed`, this.#at('ready')));
     const closed = this.#host.closed();
     if (closed) return Promise.reject(atCall(closed, this.#at('ready')));
-    if (this.refused) return Promise.reject(atCall(this.refused, this.#at('ready')));
-    if (this.mapError !== null && this.state !== 'mapped') return Promise.reject(this.mapError);
+    if (this.refused || (this.mapError !== null && this.state !== 'mapped')) return Promise.reject(this.#mapFailure());
     if (this.#owned()) {
       joinHost(this.usersClock);
       return Promise.resolve();
@@ -349,9 +348,20 @@ export class PinnedBuffer {
     this.state = 'unmapped';
     const e = (this.mapError = this.refused ?? err); // a buffer that cannot map (invalid: out of memory, its device lost) is not mapped again
     const closed = this.#host.closed();
-    this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : e);
+    if (closed || e instanceof StreamError) this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : e);
+    else {
+      // A map cut short by the device's loss can fail before the loss is known (Chrome): if the loss comes at once, it is the reason.
+      const settle = (): void => this.#rejectWaiters(this.#host.closed() ? (this.#cutShort ?? this.#host.closed()) : this.#mapFailure());
+      void Promise.race([this.#host.device.lost, new Promise((r) => setTimeout(r, 100))]).then(settle, settle);
+    }
     throw e;
   };
+
+  /** Why it cannot be mapped, typed: its refusal, or WebGPU's map failure (`cause`). */
+  #mapFailure(): StreamError {
+    const e = this.mapError;
+    return e instanceof StreamError ? atCall(e, this.#at('ready')) : new GpuValidationError(`pinned buffer '${this.label}' could not be mapped back: ${describeThrown(e)}`, { ...this.#at('ready'), cause: e });
+  }
 
   /** Resolves `ready()` waiters once the host owns the buffer; rejects them once the context is lost or destroyed. */
   #settle(): void {

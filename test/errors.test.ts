@@ -247,6 +247,12 @@ describe('call sites found deep in a check', () => {
     site.stack = ['Error: x', `    at Stream.launch (${own}:120:5)`, '    at Array.forEach (<anonymous>)', '    at main (/home/app/src/stream.ts:3:7)'].join('\n');
     expect(formatSite(site)).toBe('at main (/home/app/src/stream.ts:3:7)');
   });
+
+  it("a WebGPU message quoting lines of its own ('    at Fn (file.cpp:119)') is no call site: the frames start past the message", () => {
+    const dawn = 'vkAllocateMemory failed\n - While calling [Device].CreateBuffer.\n    at CheckVkOOMThenSuccessImpl (../../third_party/dawn/src/dawn/native/vulkan/VulkanError.cpp:119)\n';
+    const e = new StreamError(`out of memory. WebGPU: ${dawn}`, { op: 'allocHost' });
+    expect(e.callSite).toMatch(/^at .*errors\.test\.ts/);
+  });
 });
 
 describe('every public entry checks its arguments', () => {

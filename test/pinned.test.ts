@@ -12,7 +12,7 @@ import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fix
 import { delay, gate } from './fixtures/gate.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { Context, DeviceBuffer, PinnedBuffer, Stream } from '../src/index.js';
+import type { Context, DeviceBuffer, PinnedBuffer, Stream, StreamError } from '../src/index.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -550,6 +550,29 @@ describe('after device loss', () => {
     }
   }, 20_000);
 
+  it("a map cut short by the device's loss before the loss is known (Chrome's order) rejects ready() with the loss, and a map that just fails with a typed error", async () => {
+    for (const lose of [true, false]) {
+      const c = await gpuContext({ label: lose ? 'loses its device' : 'map fails' });
+      try {
+        const s = c.createStream({ label: 'reads back' });
+        const d = c.alloc(4096);
+        const pin = c.allocHost(4096, 'download', { label: 'cut' });
+        pin.buffer.mapAsync = () => {
+          if (lose) queueMicrotask(() => c.device.destroy());
+          return Promise.reject(new DOMException('Buffer was unmapped before mapping was resolved.', 'AbortError'));
+        };
+        s.download(d, pin);
+        const waited = pin.ready().then(() => null, (e: unknown) => e as StreamError);
+        await s.synchronize().catch(() => undefined);
+        const err = await waited;
+        if (lose) expect(err).toMatchObject({ name: 'DeviceLostError' });
+        else expect(err).toMatchObject({ name: 'GpuValidationError', op: 'ready', message: expect.stringMatching(/pinned buffer 'cut' could not be mapped back: .*Buffer was unmapped/) });
+      } finally {
+        c.destroy();
+      }
+    }
+  });
+
   it('a pinned buffer the device had no memory for: its ops, ready() and views fail with OutOfMemoryError naming it, and calls once known', async () => {
     const c = await gpuContext({ label: 'oom' });
     try {
@@ -564,6 +587,13 @@ describe('after device loss', () => {
       expect(() => s.download(d, pin, { size: 4096 })).toThrow(expect.objectContaining({ ...tooBig, op: 'download' }));
       await goesOn(s, d); // the stream goes on with other buffers
       pin.destroy();
+      // Called before the verdict, run after it (behind a host function): the op fails unsubmitted, nothing spins.
+      const up = c.allocHost(c.limits.maxBufferSize, 'upload', { label: 'huge up' });
+      s.hostFn(() => new Promise((r) => setTimeout(r, 200)));
+      s.upload(up, d, { size: 4096 });
+      await expect(s.synchronize()).rejects.toMatchObject({ name: 'OutOfMemoryError', op: 'upload', message: expect.stringMatching(/pinned buffer 'huge up'/) });
+      up.destroy();
+      await goesOn(s, d);
       expect(c.errors).toEqual([]);
     } finally {
       c.destroy();

@@ -307,16 +307,14 @@ export class Scheduler implements QueueOwner {
     }
     if (op.error) return true;
     if (hostFn) return op.stream.remaps === 0;
-    // Resources WebGPU has not judged yet (out of memory, invalid) hold their ops back until it has.
+    // A resource WebGPU refused fails its op unsubmitted; a texture not judged yet holds it back (verdictOf).
     if (judging.count > 0 && op.buffers.length > 0) {
       const refused = verdictOf(op.buffers, this.#wake);
       if (refused === false) return false;
-      if (refused) {
-        op.error = refused.refusal(op.site(), false);
-        return true;
-      }
+      if (refused) return ((op.error = refused.refusal(op.site(), false)), true);
     }
     const pinned = op.pinned;
+    if (pinned?.refused) return ((op.error = atCall(pinned.refused, op.site())), true);
     if (pinned && pinned.state === 'mapping') return false;
     if (p.kind === 'launch') {
       const entry = p.pipeline;
