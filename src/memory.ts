@@ -25,10 +25,32 @@ export class MemoryStats {
     this.current -= bytes;
   }
 
-  /** @internal `bytes` added when `peak` was `peakBefore` were never allocated: out of `current` (if still counted) and of the peaks since */
-  refused(bytes: number, peakBefore: number, counted: boolean): void {
-    if (counted) this.current -= bytes;
-    this.peak = Math.max(this.current, this.peak - bytes, Math.min(peakBefore, this.peak));
+  /** Resources WebGPU has not judged yet, in allocation order, each with the peak before it. */
+  readonly #pending = new Set<{ peakBefore: number }>();
+
+  /** @internal counts `bytes` of a resource WebGPU judges later; its record goes to `judged` */
+  addPending(bytes: number): { peakBefore: number } {
+    const r = { peakBefore: this.peak };
+    this.#pending.add(r);
+    this.add(bytes);
+    return r;
+  }
+
+  /**
+   * @internal WebGPU judged `r`'s resource; `refused` bytes (0: it was made) were never allocated:
+   * out of `current` (`counted`: not yet subtracted) and of the peaks since, its later ones' included
+   */
+  judged(r: { peakBefore: number }, refused: number, counted: boolean): void {
+    if (refused > 0) {
+      if (counted) this.current -= refused;
+      this.peak = Math.max(this.current, this.peak - refused, Math.min(r.peakBefore, this.peak));
+      let after = false;
+      for (const p of this.#pending) {
+        if (after) p.peakBefore = Math.max(0, p.peakBefore - refused);
+        else after = p === r;
+      }
+    }
+    this.#pending.delete(r);
   }
 }
 
@@ -98,7 +120,7 @@ export abstract class DeviceResource {
   #freed = false;
   #outOfMemory = false;
   readonly #stats: MemoryStats;
-  readonly #peakBefore: number;
+  readonly #pending: { peakBefore: number };
   /** @internal its context's label, for errors */
   context = '';
   /** @internal what WebGPU said of its creation: undefined until it has, null when it was made, else why not */
@@ -111,8 +133,7 @@ export abstract class DeviceResource {
     this.byteSize = byteSize;
     this.device = device;
     this.#stats = stats;
-    this.#peakBefore = stats.peak;
-    stats.add(byteSize);
+    this.#pending = stats.addPending(byteSize); // judged later (judge)
   }
 
   /** True once `destroy()` was called (the memory may still be in use by pending ops). */
@@ -171,7 +192,7 @@ export abstract class DeviceResource {
       this.verdict = e ? e.message || (oom ? 'out of memory' : 'invalid') : null;
       this.#outOfMemory = oom !== null;
       // Refused: never allocated, so out of the stats now (not again when freed).
-      if (this.verdict) this.#stats.refused(this.byteSize, this.#peakBefore, !this.#freed);
+      this.#stats.judged(this.#pending, this.verdict ? this.byteSize : 0, !this.#freed);
       if (!this.verdict || this.#freed) judging.count--;
       else {
         // It counts in `judging` until freed or collected, as ops enqueued before the verdict check it.

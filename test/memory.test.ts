@@ -118,6 +118,11 @@ describe('device buffers', () => {
       gone.destroy();
       await expect(gone.allocated()).rejects.toMatchObject({ name: 'OutOfMemoryError' });
       expect([oom.memory.current, oom.memory.peak]).toEqual([before, before]);
+      // Several refused at once (layers allocated until the memory runs out): none stays in the peak.
+      const layers = [0, 1, 2].map((i) => oom.alloc(oom.limits.maxBufferSize, { label: `layer${i}` }));
+      for (const l of layers) await expect(l.allocated()).rejects.toMatchObject({ name: 'OutOfMemoryError' });
+      expect([oom.memory.current, oom.memory.peak]).toEqual([before, before]);
+      for (const l of layers) l.destroy();
       // The stream and the context go on; the refused buffer is destroyed without counting it twice.
       s.upload(x, small);
       const back = new Uint32Array(64);
