@@ -211,7 +211,7 @@ export class Stream {
     const t = textureArg(src, 'src', TextureUsage.COPY_SRC, this.#host.device, site);
     if (t) {
       this.#checkHostSide(dst, 'dst', 'download', site);
-      return this.#texture(downloadTexture(t.texture, dst, textureOptions(options, site), site), t.tracked, site, 1);
+      return this.#texture(downloadTexture(t.texture, dst, textureOptions(options, site), this.#host.staging.maxBufferSize, site), t.tracked, site, 1);
     }
     const s = this.#unwrap(src, 'src', site);
     if (!(s.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${s.label}' lacks COPY_SRC usage`, site);

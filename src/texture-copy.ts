@@ -81,13 +81,13 @@ export function uploadTexture(src: PinnedBuffer | ArrayBufferView, t: GPUTexture
   }
   checkAttached(src, 'src', site);
   const offset = bufferSide(r, o, src.byteLength, 'src', site);
-  const s = staged(r), from = new Uint8Array(src.buffer, src.byteOffset + offset, r.bytes);
+  const s = fitsStaging(staged(r), staging.maxBufferSize, site), from = new Uint8Array(src.buffer, src.byteOffset + offset, r.bytes);
   const slice = staging.stageWith(s.bytes, stream, (into) => copyRows(r, from, r, into, s));
   return { kind: 'upload', pinned: null, staging: slice, srcOffset: 0, dst: s, dstOffset: 0, size: s.bytes };
 }
 
 /** A texture to pinned or pageable memory; pageable rows come back aligned and are laid out as `o` says on completion. */
-export function downloadTexture(t: GPUTexture, dst: PinnedBuffer | ArrayBufferView, o: TextureTransferOptions, site: ErrorSite): DownloadPayload {
+export function downloadTexture(t: GPUTexture, dst: PinnedBuffer | ArrayBufferView, o: TextureTransferOptions, maxStaging: number, site: ErrorSite): DownloadPayload {
   const r = textureRegion(t, 'src', o, true, site);
   if (!ArrayBuffer.isView(dst)) {
     const offset = bufferSide(r, o, dst.size, dst.label, site);
@@ -95,7 +95,13 @@ export function downloadTexture(t: GPUTexture, dst: PinnedBuffer | ArrayBufferVi
   }
   checkAttached(dst, 'dst', site);
   const offset = bufferSide(r, o, dst.byteLength, 'dst', site);
-  const s = staged(r), view = new Uint8Array(dst.buffer, dst.byteOffset + offset, r.bytes);
+  const s = fitsStaging(staged(r), maxStaging, site), view = new Uint8Array(dst.buffer, dst.byteOffset + offset, r.bytes);
   // Mapped read-back ranges are multiples of 4 bytes.
   return { kind: 'download', src: s, srcOffset: 0, pinned: null, view, readback: null, dstOffset: 0, size: Math.ceil(s.bytes / 4) * 4, unpack: { region: s, to: r, bytes: r.bytes } };
+}
+
+/** `s` (a region's rows, 256-byte aligned in staging), or a throw when no buffer may be that large. */
+function fitsStaging(s: TextureRegion, maxBufferSize: number, site: ErrorSite): TextureRegion {
+  if (s.bytes > maxBufferSize) throw new InvalidArgumentError(`the region's rows, 256-byte aligned in staging, take ${s.bytes} bytes, more than a buffer may hold (maxBufferSize ${maxBufferSize}): move it in parts (origin, size)`, site);
+  return s;
 }

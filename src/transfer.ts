@@ -54,7 +54,8 @@ export interface StagingSlice {
  */
 export class StagingPool {
   readonly #device: GPUDevice;
-  readonly #maxBufferSize: number;
+  /** A staging buffer's largest size: the device's maxBufferSize. */
+  readonly maxBufferSize: number;
   readonly #stats: MemoryStats;
   readonly #uploads = new Map<number, GPUBuffer[]>();
   readonly #readbacks = new Map<number, GPUBuffer[]>();
@@ -70,7 +71,7 @@ export class StagingPool {
 
   constructor(device: GPUDevice, stats: MemoryStats, maxPooledBytes = 512 * 1024 * 1024) {
     this.#device = device;
-    this.#maxBufferSize = device.limits.maxBufferSize;
+    this.maxBufferSize = device.limits.maxBufferSize;
     this.#stats = stats;
     this.maxPooledBytes = maxPooledBytes;
   }
@@ -140,7 +141,7 @@ export class StagingPool {
 
   /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
   #acquireUpload(bytes: number, stream: string): GPUBuffer {
-    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : Math.min(bucketSize(bytes), this.#maxBufferSize);
+    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : Math.min(bucketSize(bytes), this.maxBufferSize);
     let buf = this.#uploads.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);
@@ -155,7 +156,7 @@ export class StagingPool {
 
   /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`; `forOp`'s name goes into a new buffer's label (made only then). */
   acquireReadback(bytes: number, forOp: { readonly name: string }): GPUBuffer {
-    const size = Math.min(bucketSize(bytes), this.#maxBufferSize);
+    const size = Math.min(bucketSize(bytes), this.maxBufferSize);
     let buf = this.#readbacks.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);
