@@ -15,12 +15,6 @@ export class MemoryStats {
   }
 
   /** @internal */
-  add(bytes: number): void {
-    this.current += bytes;
-    if (this.current > this.peak) this.peak = this.current;
-  }
-
-  /** @internal */
   sub(bytes: number): void {
     this.current -= bytes;
   }
@@ -32,7 +26,8 @@ export class MemoryStats {
   addPending(bytes: number): { peakBefore: number } {
     const r = { peakBefore: this.peak };
     this.#pending.add(r);
-    this.add(bytes);
+    this.current += bytes;
+    if (this.current > this.peak) this.peak = this.current;
     return r;
   }
 
