@@ -87,6 +87,15 @@ describe(`stream.encode (seed ${seed})`, () => {
     bad.download(buf, after);
     await bad.synchronize();
     expect(firstMismatch(after, x), `seed ${seed}`).toBeNull();
+    // `throw undefined` is a throw too: the op fails and its commands recorded before it are not submitted.
+    bad.encode((enc) => {
+      enc.clearBuffer(buf.buffer);
+      throw undefined; // eslint-disable-line no-throw-literal
+    });
+    await expect(bad.synchronize()).rejects.toMatchObject({ name: 'HostFnError', message: expect.stringMatching(/encode callback threw: undefined/) });
+    bad.download(buf, after);
+    await bad.synchronize();
+    expect(firstMismatch(after, x), `seed ${seed}: not cleared`).toBeNull();
   });
 
   it('an async recorder is refused at the call; a function returning a promise fails its op (nothing recorded after its await is lost silently)', async () => {

@@ -114,6 +114,26 @@ describe('events', () => {
   });
 });
 
+describe('events across contexts', () => {
+  it("a waiter on another context's failed record names that context in its DependencyError (default labels repeat per context)", async () => {
+    const { gpuContext } = await import('./fixtures/gpu.js');
+    const other = await gpuContext({ label: 'other' });
+    try {
+      const s = other.createStream(), ev = other.createEvent();
+      s.hostFn(() => {
+        throw new Error('boom');
+      });
+      ev.record(s);
+      const w = ctx.createStream({ label: 'waits' });
+      w.waitEvent(ev);
+      await expect(w.synchronize()).rejects.toMatchObject({ name: 'DependencyError', message: expect.stringMatching(/on stream 'stream#\d+' of context 'other', which failed/) });
+      await s.synchronize().catch(() => undefined);
+    } finally {
+      other.destroy();
+    }
+  });
+});
+
 describe('elapsedTime', () => {
   it('elapsedTime measures GPU time between two timing events; sleep kernels take longer with more iterations', async () => {
     expect(ctx.features.timestampQuery).toBe(true); // SwiftShader and NVIDIA have it

@@ -56,7 +56,7 @@ export function inherit(op: Op, d: Op): StreamError {
   const err = d.error!;
   if (d.stream === op.stream && err instanceof DependencyError) return err;
   const root = err instanceof DependencyError && err.cause instanceof Error ? err.cause : err;
-  return new DependencyError(`did not run: it depends on op '${d.kind}' #${d.id} on stream '${d.stream.label}', which failed: ${root.message.split('\n')[0]}`, { ...op.site(), cause: root });
+  return new DependencyError(`did not run: it depends on op '${d.kind}' #${d.id} on stream '${d.stream.label}'${d.stream.owner === op.stream.owner ? '' : ` of context '${d.stream.owner.label}'`}, which failed: ${root.message.split('\n')[0]}`, { ...op.site(), cause: root });
 }
 
 /** What completion needs from its scheduler. */
@@ -92,12 +92,12 @@ export class Completer {
 
   submit(b: Batch): void {
     const device = this.host.device;
-    if (b.thrown !== undefined) {
+    if (b.thrown) {
       // A stream.encode callback threw: its batch (that op alone) is dropped, unsubmitted.
-      const op = b.ops[0]!;
+      const op = b.ops[0]!, e = b.thrown.value;
       void device.popErrorScope().catch(() => undefined);
       if (b.ts) this.encoder.releaseTimestamps(b.ts);
-      this.fail(op, b.thrown instanceof InvalidArgumentError ? b.thrown : new HostFnError(`the encode callback threw: ${describeThrown(b.thrown)}`, { ...op.site(), cause: b.thrown }));
+      this.fail(op, e instanceof InvalidArgumentError ? e : new HostFnError(`the encode callback threw: ${describeThrown(e)}`, { ...op.site(), cause: e }));
       return;
     }
     const cmd = this.encoder.finish(b);

@@ -42,7 +42,7 @@ export class Batch {
   worked = false;
   finished = false;
   /** What a `stream.encode` callback threw (its batch is then not submitted). */
-  thrown: unknown = undefined;
+  thrown: { value: unknown } | null = null;
   /** Command buffers of a `stream.encode` from elsewhere, submitted after the batch's own. */
   extra: GPUCommandBuffer[] | null = null;
   constructor(
@@ -160,7 +160,7 @@ export class Encoder {
             }
           });
         } catch (e) {
-          b.thrown = e;
+          b.thrown = { value: e }; // boxed: `throw undefined` is a throw too
         }
         break;
       default:
