@@ -286,8 +286,8 @@ export class Stream {
     return op.id;
   }
 
-  /** @internal resolves once the last op enqueued here is encoded (or done); see CopyStream. */
-  whenOrdered(): Promise<void> {
+  /** Resolves once every op enqueued here so far is submitted to WebGPU's queue (or done): a `queue.submit` of yours after it runs after them. */
+  whenSubmitted(): Promise<void> {
     const tail = this.queue.tail;
     return tail ? this.#host.scheduler.whenOrdered(tail) : Promise.resolve();
   }

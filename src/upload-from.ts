@@ -60,7 +60,7 @@ export interface StagingRing {
 export interface CopyStream {
   upload(src: PinnedBuffer, dst: DeviceBuffer | GPUBuffer, options: { srcOffset: number; dstOffset: number; size: number }): number;
   /** Resolves once its last op has its place in the GPU queue (encoded), or is done. */
-  whenOrdered(): Promise<void>;
+  whenSubmitted(): Promise<void>;
   synchronize(): Promise<void>;
 }
 
@@ -210,7 +210,7 @@ export async function runTransfer(t: Transfer): Promise<void> {
   try {
     if (isRandomAccess(t.source)) await copyPieces(t);
     else await fromChunks(t, t.source);
-    await t.copies.whenOrdered();
+    await t.copies.whenSubmitted();
     t.ordered?.();
     await t.copies.synchronize();
   } catch (e) {

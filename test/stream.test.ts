@@ -25,6 +25,29 @@ function addLaunch(s: ReturnType<Context['createStream']>, a: DeviceBuffer, b: D
 }
 
 describe('stream order', () => {
+  it("your own queue.submit after stream.whenSubmitted() runs after the stream's work, even work flush() could not submit yet (an op on a raw GPUBuffer waits for its validation)", async () => {
+    const seed = randomSeed();
+    const x = rng(seed).u32Array(256);
+    const dev = ctx.device;
+    const raw = dev.createBuffer({ size: 1024, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    dev.queue.writeBuffer(raw, 0, x as Uint32Array<ArrayBuffer>);
+    const d = ctx.alloc(1024), d2 = ctx.alloc(1024);
+    const s = ctx.createStream({ label: 'then yours' });
+    s.copy(raw, d); // alone in a submit; what follows waits for its validation
+    s.copy(d, d2);
+    ctx.flush();
+    await s.whenSubmitted();
+    const read = dev.createBuffer({ size: 1024, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const enc = dev.createCommandEncoder();
+    enc.copyBufferToBuffer(d2.buffer, 0, read, 0, 1024);
+    dev.queue.submit([enc.finish()]);
+    await read.mapAsync(GPUMapMode.READ);
+    expect(firstMismatch(new Uint32Array(read.getMappedRange().slice(0)), x), `seed ${seed}`).toBeNull();
+    read.destroy();
+    raw.destroy();
+    await s.synchronize();
+  });
+
   it('runs the ops of one stream in order: upload, add, copy, add, download', async () => {
     const seed = randomSeed();
     const r = rng(seed);

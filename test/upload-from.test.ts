@@ -521,7 +521,7 @@ describe(`uploadFrom (seed ${seed})`, () => {
     const original = globalThis.setTimeout;
     let polls = 0;
     globalThis.setTimeout = ((fn: () => void, ms?: number, ...rest: unknown[]) => {
-      if (new Error().stack?.includes('whenOrdered')) polls++;
+      if (new Error().stack?.includes('whenSubmitted')) polls++;
       return original(fn, ms, ...rest);
     }) as typeof setTimeout;
     try {

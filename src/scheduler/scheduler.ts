@@ -56,7 +56,7 @@ export class Scheduler implements QueueOwner {
   /** Pipelines whose validation already wakes a flush. */
   readonly #awaitedPipelines = new WeakSet<object>();
   readonly #waiters = new Set<Resolver>();
-  /** uploadFrom waiting for its copies' place in the queue (whenOrdered). */
+  /** Waits for ops' place in the queue (stream.whenSubmitted, uploadFrom's copies). */
   readonly #orderWaits: { op: Op; resolve: () => void }[] = [];
   readonly #encoder: Encoder;
   readonly #completer: Completer;
