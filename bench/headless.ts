@@ -127,7 +127,7 @@ export async function main(argv: string[]): Promise<number> {
     if (!adapter.hasGpu || !adapter.hasAdapter) {
       throw new BenchFailure(`no WebGPU adapter in the page: ${describeAdapter(adapter)}`);
     }
-    if (adapter.software) console.warn(`bench: ${SOFTWARE_WARNING}`);
+    if (adapter.software && !opts.mock) console.warn(`bench: ${SOFTWARE_WARNING}`);
 
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, rej) => {

@@ -329,7 +329,8 @@ export function formatReport(result: SuiteResult, files: string[], problems: str
     '',
     `adapter: ${describeDevice(result.device)} (runner: ${result.device.runner}${result.quick ? ', quick' : ''})`,
   ];
-  if (isSoftwareDevice(result.device)) lines.push(SOFTWARE_WARNING);
+  if (result.device.vendor === 'mock') lines.push('MOCK DATA: nothing was measured; this checks the runner and the page only.');
+  else if (isSoftwareDevice(result.device)) lines.push(SOFTWARE_WARNING);
   if (problems.length > 0) {
     lines.push(`the result does not match bench/schema.ts (${problems.length} problem${problems.length === 1 ? '' : 's'}):`);
     lines.push(...problems.slice(0, 20).map((p) => `  ${p}`));

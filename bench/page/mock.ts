@@ -155,7 +155,8 @@ function scenario(id: string, quick: boolean, rand: () => number): ScenarioResul
         variants: [
           { name: 'copy only', time: timing(rand, 0.68), ideal: null, gbps: 395 },
           { name: 'compute only', time: timing(rand, 1.9), ideal: null },
-          { name: 'copy + compute', time: timing(rand, 2.53), ideal: 1.9, baseline: 'serial', speedup: 1.02, efficiency: 0.03 },
+          { name: 'serial', time: timing(rand, 2.58), ideal: null },
+          { name: 'copy + compute', time: timing(rand, 2.53), ideal: 1.9, baseline: 'serial', speedup: 1.02, efficiency: 0.07 },
           { name: '4 dispatches', time: timing(rand, 7.3), ideal: 1.9, speedup: 1.04, extra: { ratio: 3.84 } },
           { name: 'upload: writeBuffer', time: timing(rand, 23), ideal: null, gbps: 2.8 },
           { name: 'upload: mapped staging', time: timing(rand, 8.5), ideal: null, gbps: 7.9 },
@@ -190,7 +191,7 @@ function scenario(id: string, quick: boolean, rand: () => number): ScenarioResul
         params: { ...base.params, bytes: 256 << 20, chunks: 16 },
         variants,
         verification: { ok: true, detail: 'out == a + b for 67108864 floats (seed 1234)' },
-        verdicts: ['best: streams=4 at 1.19x sync, 41% of the possible gain', 'GPU idle 62% of the time: host fill/read is the bottleneck'],
+        verdicts: [`best: streams=8 at ${variants[4]!.speedup!.toFixed(2)}x sync, ${Math.round(variants[4]!.efficiency! * 100)}% of the possible gain`, 'GPU idle 62% of the time: host fill/read is the bottleneck'],
         trace: pipelineTrace(12, 4, t),
         // What a race looks like on the timeline (made up, as all mock data): chunk 5's upload
         // overwrites what chunk 4's kernel reads, on another stream, with no wait between.
@@ -217,7 +218,7 @@ function scenario(id: string, quick: boolean, rand: () => number): ScenarioResul
           { name: 'resident', time: timing(rand, 12.8), ideal: null, memoryBytes: 640 << 20 },
           { name: '2 slots', time: timing(rand, 15.1), ideal: 12.8, baseline: 'resident', speedup: 0.85, memoryBytes: 256 << 20 },
         ],
-        verification: { ok: false, detail: 'out == layers(x) for 1048576 floats (seed 99)', mismatch: 'out[4711] = 0.5 expected 0.25' },
+        verification: { ok: true, detail: 'out == layers(x) for 1048576 floats (seed 99)' },
         verdicts: ['2 slots use 40% of the memory for 1.18x the time', 'loading hides behind compute above 1.4 ms per layer'],
         trace: weightTrace(8, t),
       };

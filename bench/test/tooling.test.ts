@@ -9,6 +9,7 @@ import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChromeNotFoundError, CHROME_INSTALL_HINT, findChrome, isSoftwareAdapterInfo, splitFlags } from '../browser';
 import { parseCliArgs, resultPaths, usage } from '../cli';
+import { mockRunSuite } from '../page/mock';
 import { GcLog } from '../gc';
 import { balanceIterations } from '../perf/balance';
 import { createNoopDevice, type NoopBuffer, type NoopCommand } from '../perf/noop-device';
@@ -77,6 +78,13 @@ function sample(): SuiteResult {
 describe('validateSuiteResult', () => {
   it('accepts a well-formed result', () => {
     expect(validateSuiteResult(sample())).toEqual([]);
+  });
+
+  it("accepts the page's mock data, which passes (`npm run bench -- --mock` checks the runner and the page)", async () => {
+    const mock = await mockRunSuite({ quick: true });
+    const problems = validateSuiteResult(mock);
+    expect(problems).toEqual([]);
+    expect(runPassed(mock, problems)).toBe(true);
   });
 
   it.each([
