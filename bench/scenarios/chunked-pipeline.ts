@@ -125,7 +125,7 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
           if (kAt > 0) iterations = clamp((iterations * want) / kAt);
         }
         balanceNote =
-          `iterations ${iterations}, balanced: host ${ms(h)}, copies ${ms(c)}, kernel ${ms(k)} at ${probeIt} iterations` +
+          `iterations ${iterations}, ${want > 0 && iterations > 1 && iterations < p.maxIterations ? 'balanced' : 'not balanceable'}: host ${ms(h)}, copies ${ms(c)}, kernel ${ms(k)} at ${probeIt} iterations` +
           `${kAt !== k ? `, then ${ms(kAt)}` : ''} (${timer.gpu ? 'GPU timestamps' : 'wall time'})` +
           (iterations === p.maxIterations ? `; capped at maxIterations ${p.maxIterations}` : '') +
           (want <= 0 ? '; the GPU work alone is longer than the host work' : '');
