@@ -7,8 +7,10 @@ import { join } from 'node:path';
 
 const names = readdirSync(new URL('.', import.meta.url)).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3));
 const name = process.argv[2];
+const browser = { browser: 'npm run example:browser', textures: 'npm run example:textures' };
 if (!name || !names.includes(name)) {
-  console.error(`usage: npm run example -- <name>\nexamples: ${names.join(', ')}; the browser example: npm run example:browser`);
+  if (name in browser) console.error(`examples/${name} runs in a browser: ${browser[name]} (a page served by Vite)`);
+  console.error(`usage: npm run example -- <name>\nexamples: ${names.join(', ')}; in a browser: ${Object.values(browser).join(', ')}`);
   process.exit(name ? 2 : 0);
 }
 const swiftshader = '/usr/lib/chromium/vk_swiftshader_icd.json';
