@@ -8,7 +8,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { resultStem, toChromeTrace } from './report';
 import { EXIT_SIGNALS, signalStatus } from './exit-signals';
 import { runtimeDir } from './runtime-dir';
@@ -69,7 +69,7 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
           '  --mock            the page\'s fake data, no GPU work: checks the runner and the page only',
         ]
       : []),
-    '  --sanitize        the stream sanitizer warns of races; the timeline draws each as an arrow',
+    `  --sanitize        the stream sanitizer warns of races${runner === 'headless' ? '; the timeline draws each as an arrow' : ' (warnings in its output)'}`,
     '  --out DIR         where to write the result files (default: bench-results)',
     `  --timeout MIN     give up after MIN minutes (default: ${runner === 'headless' ? '20 full, 10 quick' : 'none'})`,
     ...(runner === 'node'
@@ -78,9 +78,21 @@ export function usage(name: string, runner: 'headless' | 'node'): string {
   ].join('\n');
 }
 
+/** node:util's parseArgs with its errors in the runners' words: an unknown flag, a flag without its value. */
+export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (e) {
+    const code = (e as { code?: string }).code, flag = /'(--?[\w-]+)/.exec((e as Error).message)?.[1] ?? '';
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new TypeError(`Unknown flag \`${flag}\` (--help lists the flags)`);
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') throw new TypeError(`\`${flag}\` needs a value (one starting with '-' goes as ${flag}=-1; --help lists the flags)`);
+    throw e;
+  }
+}
+
 /** Parse runner flags; throws a TypeError naming the bad flag (an unknown scenario id among them). */
 export function parseCliArgs(argv: string[]): CliOptions {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     allowPositionals: true,
     strict: true,

@@ -13,7 +13,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { open } from 'node:fs/promises';
@@ -21,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
-import { hostCopyNote, runRunner } from './cli';
+import { hostCopyNote, parseFlags, runRunner } from './cli';
 import { SOFTWARE_WARNING } from './report';
 import { removeAtExit, removeScratch } from './weights-file';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
@@ -92,7 +91,7 @@ export const PERF_USAGE = [
 
 /** Parses the flags; throws a TypeError naming the bad one. */
 export function parsePerfArgs(argv: string[]): PerfCliOptions {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     allowPositionals: true,
     strict: true,

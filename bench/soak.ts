@@ -33,14 +33,13 @@
  * it). Exit status: 0 nothing failed (the last line says PASS, or NOT JUDGED IN FULL and which
  * checks could not run), 1 a bound or a check failed, 2 bad usage.
  */
-import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { workgroupsFor, type Context, type ContextOptions, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type RaceReport, type Stream } from 'webgpu-streams';
 import { createNodeContext } from 'webgpu-streams/node';
 import { firstMismatch, randomSeed, rng, vectorAddRef } from './reference';
 import { chooseVulkanDriver } from './vulkan';
-import { runRunner } from './cli';
+import { parseFlags, runRunner } from './cli';
 import { benchKernels } from './kernels/index';
 
 const KiB = 1024;
@@ -659,7 +658,7 @@ export const SOAK_USAGE = [
 
 /** Parses the flags; throws a TypeError naming the bad one. */
 export function parseSoakArgs(argv: string[]): SoakCliOptions {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     allowPositionals: true,
     strict: true,

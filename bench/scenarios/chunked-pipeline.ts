@@ -281,7 +281,7 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
       const best = variants.slice(1).reduce((a, b) => (b.time.median < a.time.median ? b : a), variants[1]!);
       const verdicts = [
         `best: ${best.name} at ${ms(best.time.median)} vs sync ${ms(tSync.median)} = ${times(best.speedup ?? 1)}` +
-          (best.efficiency !== undefined ? `, overlap efficiency ${best.efficiency.toFixed(2)} (target P1 >= 0.90)` : '') +
+          (best.efficiency !== undefined ? `, overlap efficiency ${best.efficiency.toFixed(2)} (target P1 >= 0.90: ${best.efficiency >= 0.9 ? 'met' : 'missed'})` : '') +
           `; CUDA: 2.52x on an L20, 1.86x on an H200`,
         `ideal = max(host work ${ms(hostWork)}, GPU work ${ms(gpuWork)}) = ${ms(ideal)}; ` +
           (hostWork > gpuWork ? 'host-bound (fill + read-out)' : 'GPU-bound (copies + kernel)'),

@@ -159,6 +159,11 @@ describe('report text and files', () => {
     });
   });
 
+  it("says what is wrong with a flag in the runners' words: an unknown one, one without its value", () => {
+    expect(() => parseCliArgs(['--bogus'])).toThrow('Unknown flag `--bogus` (--help lists the flags)');
+    expect(() => parseCliArgs(['--out', '--quick'])).toThrow(/`--out` needs a value/);
+  });
+
   it('parses runner flags', () => {
     expect(parseCliArgs(['--quick', '--scenarios', 'overlap-probe, two-gpus', '--out', 'o', '--gpu'])).toMatchObject({
       quick: true,
