@@ -36,7 +36,7 @@ export function variantRow(s: ScenarioResult, v: Variant, first: boolean): strin
     fmtNum(v.ideal),
     fmtOr(v.speedup, (x) => `${x.toFixed(2)}x`, v.baseline ? 'n/a' : '-'),
     fmtOr(v.efficiency, (x) => `${Math.round(x * 100)}%`, v.baseline && v.ideal !== null ? 'n/a' : '-'),
-    fmtOr(v.memoryBytes, (x) => (x / 2 ** 20).toFixed(1)),
+    fmtOr(v.memoryBytes, (x) => (x / 2 ** 20).toFixed(x < 2 ** 20 ? 3 : 1)), // below 1 MiB, KiB still tell apart
     fmtOr(v.gbps, (x) => x.toFixed(2), v.gbps === undefined ? '-' : 'n/a'),
     first ? (s.verification.ok ? 'yes' : 'NO') : '',
   ];

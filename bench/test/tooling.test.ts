@@ -113,6 +113,13 @@ describe('report text and files', () => {
     expect(lines[4]).toMatch(/^ideal: .*eff\.: \(baseline - this\) \/ \(baseline - ideal\).*n\/a: the possible gain is within the run's noise/);
     expect(lines[2]).toMatch(/^chunked-pipeline\s+sync\s+10\.00\s+-\s+-\s+-\s+3\.0\s+-\s+yes$/);
     expect(lines[3]).toMatch(/streams=4\s+6\.000\s+5\.000\s+1\.67x\s+80%\s+-\s+12\.50$/);
+    // Below 1 MiB the column keeps KiB apart: 256 KiB and 320 KiB are not both 0.3.
+    const small = sample();
+    small.scenarios[0]!.variants[0]!.memoryBytes = 256 << 10;
+    small.scenarios[0]!.variants[1]!.memoryBytes = 320 << 10;
+    const rows = formatTable(small).split('\n');
+    expect(rows[2]).toMatch(/\s0\.250\s/);
+    expect(rows[3]).toMatch(/\s0\.313\s/);
   });
 
   it('says OK or FAILED, and runPassed agrees', () => {
