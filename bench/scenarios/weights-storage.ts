@@ -197,7 +197,7 @@ export const weightsStorage: Scenario<WeightsStorageParams> = {
         ];
         variants.push(...compare(vs));
         verdicts.push(
-          `${tag} (compute alone ${ms(tc!.median)}, ${(tc!.median / loads.median).toFixed(2)}x the loads): 2 slots ${ms(t2!.median)} vs 1 stream ${ms(ts!.median)}; ` +
+          `${tag} (compute alone ${ms(tc!.median)}, ${(tc!.median / loads.median).toFixed(2)}x the loads${Math.abs(tc!.median / loads.median / cost - 1) > 0.5 ? `: ${cost}x was out of reach at ${iterations} iteration${iterations === 1 ? '' : 's'}` : ''}): 2 slots ${ms(t2!.median)} vs 1 stream ${ms(ts!.median)}; ` +
             `${(t2!.median / ideal).toFixed(2)}x max(loads ${ms(loads.median)}, compute ${ms(tc!.median)}); ` +
             (Number.isFinite(oneQueue)
               ? `${(t2!.median / oneQueue).toFixed(2)}x the one-queue bound ${ms(oneQueue)} (first load + every kernel and copy in turn: copies run between kernels, never beside them; the GPU's copies of all layers ${ms(copyMs)})`
