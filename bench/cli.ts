@@ -83,9 +83,12 @@ export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typ
   try {
     return parseArgs(config);
   } catch (e) {
-    const code = (e as { code?: string }).code, flag = /'(--?[\w-]+)/.exec((e as Error).message)?.[1] ?? '';
+    const code = (e as { code?: string }).code, message = (e as Error).message, flag = /'(--?[a-z][\w-]*)/i.exec(message)?.[1];
+    if (!flag) throw e;
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new TypeError(`Unknown flag \`${flag}\` (--help lists the flags)`);
-    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') throw new TypeError(`\`${flag}\` needs a value (one starting with '-' goes as ${flag}=-1; --help lists the flags)`);
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      throw new TypeError(/does not take an argument/.test(message) ? `\`${flag}\` takes no value (--help lists the flags)` : `\`${flag}\` needs a value (one starting with '-' goes as ${flag}=-1; --help lists the flags)`);
+    }
     throw e;
   }
 }

@@ -215,7 +215,7 @@ export class StreamRaceError extends StreamError {
 export function describeThrown(err: unknown): string {
   if (err instanceof Error) {
     try {
-      return String(err.message);
+      return String(err.message) || err.name; // a DOMException may carry no message: its name says what it was
     } catch {
       return err.name;
     }

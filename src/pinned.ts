@@ -348,7 +348,7 @@ export class PinnedBuffer {
     this.state = 'unmapped';
     const e = (this.mapError = this.refused ?? err); // a buffer that cannot map (invalid: out of memory, its device lost) is not mapped again
     const closed = this.#host.closed();
-    if (closed || e instanceof StreamError) this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : e);
+    if (closed || e instanceof StreamError) this.#rejectWaiters(closed ? (this.#cutShort ?? closed) : this.#mapFailure());
     else {
       // A map cut short by the device's loss can fail before the loss is known (Chrome): if the loss comes at once, it is the reason.
       const settle = (): void => this.#rejectWaiters(this.#host.closed() ? (this.#cutShort ?? this.#host.closed()) : this.#mapFailure());

@@ -19,7 +19,7 @@ import { DeviceTexture, TextureRegion } from './texture.js';
 import { bufferTexture, downloadTexture, textureArg, textureOptions, textureToTexture, uploadTexture, type TextureTransferOptions } from './texture-copy.js';
 import { PinnedBuffer } from './pinned.js';
 import type { Scheduler } from './scheduler/scheduler.js';
-import { synchronizeQueue } from './scheduler/wait.js';
+import { submittedQueue, synchronizeQueue } from './scheduler/wait.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { peerSource } from './peer.js';
@@ -286,10 +286,9 @@ export class Stream {
     return op.id;
   }
 
-  /** Resolves once every op enqueued here so far is submitted to WebGPU's queue (or done): a `queue.submit` of yours after it runs after them. */
+  /** Resolves once every op enqueued here so far is submitted to WebGPU's queue (or done, failed or not): a `queue.submit` of yours after it runs after them. */
   whenSubmitted(): Promise<void> {
-    const tail = this.queue.tail;
-    return tail ? this.#host.scheduler.whenOrdered(tail) : Promise.resolve();
+    return submittedQueue(this.#host.scheduler, this.queue);
   }
 
   #copies: Stream | null = null;

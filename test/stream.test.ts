@@ -46,6 +46,22 @@ describe('stream order', () => {
     read.destroy();
     raw.destroy();
     await s.synchronize();
+    // Inside a host function, on work queued behind it: DeadlockError (it would never resolve).
+    let inside: unknown;
+    s.hostFn(async () => {
+      s.copy(d, d2);
+      inside = await s.whenSubmitted().then(() => null, (e: unknown) => e);
+    });
+    await s.synchronize();
+    expect(inside).toMatchObject({ name: 'DeadlockError' });
+    // Its context destroyed: it rejects, as synchronize() does.
+    const c = await gpuContext({ label: 'gone' });
+    const g = c.createStream({ label: 'g' });
+    g.upload(x, c.alloc(1024));
+    const waiting = g.whenSubmitted().then(() => null, (e: unknown) => e);
+    c.destroy();
+    expect(await waiting, 'its context destroyed before it resolved: nothing to order after').toMatchObject({ name: 'DestroyedError' });
+    await expect(g.whenSubmitted()).rejects.toMatchObject({ name: 'DestroyedError', op: 'whenSubmitted', stream: 'g' });
   });
 
   it('runs the ops of one stream in order: upload, add, copy, add, download', async () => {

@@ -169,6 +169,7 @@ describe('report text and files', () => {
   it("says what is wrong with a flag in the runners' words: an unknown one, one without its value", () => {
     expect(() => parseCliArgs(['--bogus'])).toThrow('Unknown flag `--bogus` (--help lists the flags)');
     expect(() => parseCliArgs(['--out', '--quick'])).toThrow(/`--out` needs a value/);
+    expect(() => parseCliArgs(['--mock=1'])).toThrow('`--mock` takes no value (--help lists the flags)');
   });
 
   it('parses runner flags', () => {

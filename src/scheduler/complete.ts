@@ -121,6 +121,7 @@ export class Completer {
         else if (!op.done) {
           op.ordered = true;
           wakeDependents(op);
+          this.host.scheduleFlush(); // a flush's end answers its order waits (stream.whenSubmitted)
         }
       });
     }
@@ -428,8 +429,7 @@ export class Completer {
       this.#endHostFn(op);
       return;
     }
-    // A promise, a thenable (whose `then` may throw) or any object: awaited, so nothing it does
-    // escapes as anything but this op's HostFnError.
+    // A promise, a thenable (whose `then` may throw) or any object: awaited; nothing escapes but this op's HostFnError.
     awaitHostFn(op, result).then(
       () => this.#endHostFn(op),
       (e: unknown) => this.#endHostFn(op, e ?? new Error(String(e))),

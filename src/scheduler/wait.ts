@@ -38,6 +38,22 @@ export async function synchronizeQueue(s: Scheduler, q: StreamQueue, signal?: Ab
 }
 
 /**
+ * Resolves once `q`'s work enqueued so far has its place in the GPU queue (or is done, failed or
+ * not: synchronize() reports failures); rejects once its context closed, and when a running host
+ * function waits on work queued behind it.
+ */
+export async function submittedQueue(s: Scheduler, q: StreamQueue): Promise<void> {
+  const site = { op: 'whenSubmitted', stream: q.label, context: s.label };
+  if (s.closed) throw atCall(s.closed, site);
+  const tail = q.tail;
+  if (!tail) return;
+  const stuck = deadlock([tail], `stream '${q.label}'.whenSubmitted()`);
+  if (stuck) throw stuck;
+  await s.whenOrdered(tail);
+  if (s.closed) throw atCall(s.closed, site);
+}
+
+/**
  * Waits for every stream; rejects with the failures among that work not yet reported to a
  * context synchronize: one stream's failure as it is, several as an AggregateStreamError.
  */
