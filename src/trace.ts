@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, type RaceReport } from './errors.js';
 import { OpTimes, type Op } from './op.js';
-import { expectFunction, expectString, showValue } from './validate.js';
+import { expectFunction, expectInteger, expectString, showValue } from './validate.js';
 
 const SPAN_KINDS: readonly TraceSpan['kind'][] = ['upload', 'download', 'copy', 'kernel', 'host', 'event', 'wait', 'fill', 'read'];
 
@@ -65,8 +65,14 @@ export class Trace {
   #submitted = 0;
   readonly #marks: TraceSpan[] = [];
   #clock: ClockSource | null = null;
-  /** Keep about this many op records and submits (the oldest are dropped, in chunks of a quarter). @default 100000 */
-  limit = 100_000;
+  #limit = 100_000;
+  /** Keep about this many op records, submits, races and marks of each (the oldest are dropped, in chunks of a quarter). @default 100000 */
+  get limit(): number {
+    return this.#limit;
+  }
+  set limit(n: number) {
+    this.#limit = expectInteger('trace.limit', n, 1, Number.MAX_SAFE_INTEGER, { op: 'trace.limit' });
+  }
   /**
    * Time every GPU op with timestamp queries while true (needs the device's 'timestamp-query');
    * else GPU spans are estimated from submit and completion. Each timed op costs an extra empty
@@ -132,7 +138,7 @@ export class Trace {
     for (const [k, v] of [['start', start], ['end', end]] as const) {
       if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidArgumentError(`Expected \`${k}\` to be a finite number (ms, performance.now()), got ${showValue(v)}`, site);
     }
-    this.#marks.push({ lane, kind, name, start, end });
+    pushBounded(this.#marks, { lane, kind, name, start, end }, this.#limit);
   }
 
   /** Runs `fn` and records it as a host span. */
@@ -172,19 +178,19 @@ export class Trace {
       if (gpuKind) {
         const t = this.gpuTimes(r);
         if (t) out.push({ lane: r.stream, kind: gpuKind, name: r.name, start: t.start, end: Math.max(t.end, t.start), op: r.id, batch: r.batch });
-        else out.push({ lane: r.stream, kind: gpuKind, name: r.name, start: r.tSubmit, end: r.tDone, estimated: true, op: r.id, batch: r.batch });
+        else if (r.tSubmit > 0) out.push({ lane: r.stream, kind: gpuKind, name: r.name, start: r.tSubmit, end: r.tDone, estimated: true, op: r.id, batch: r.batch }); // never submitted (skipped): no GPU span
         if (r.tHostEnd > r.tHostBegin) {
           out.push({ lane: 'host', kind: r.kind === 'upload' ? 'fill' : 'read', name: `${r.stream}: ${r.name}`, start: r.tHostBegin, end: r.tHostEnd, op: r.id });
         }
       } else if (r.kind === 'hostFn') {
-        out.push({ lane: 'host', kind: 'host', name: `${r.stream}: ${r.name}`, start: r.tHostBegin, end: r.tHostEnd, op: r.id });
+        if (r.tHostEnd > 0) out.push({ lane: 'host', kind: 'host', name: `${r.stream}: ${r.name}`, start: r.tHostBegin, end: r.tHostEnd, op: r.id });
       } else {
         const t = this.gpuTimes(r);
         const at = t ? t.end : r.tDone;
         out.push({ lane: r.stream, kind: r.kind === 'record' ? 'event' : 'wait', name: r.name, start: at, end: at, op: r.id, ...(t ? {} : { estimated: true }) });
       }
     }
-    out.push(...this.#marks);
+    for (const m of this.#marks) out.push(m); // not a spread: as many arguments as marks overflows the stack
     return out.filter((s) => s.start >= since).sort((a, b) => a.start - b.start);
   }
 

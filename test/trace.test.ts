@@ -21,6 +21,33 @@ describe('trace memory is bounded', () => {
     expect(c.errors).toEqual([]);
     c.destroy();
   });
+
+  it('marks keep about `trace.limit` too, and 200,000 of them export (a spread of them all overflowed the stack); the limit is checked', async () => {
+    const c = await gpuContext({ trace: true });
+    for (let i = 0; i < 200_000; i++) c.trace.mark('app', 'host', `m${i}`, i, i + 0.5);
+    expect(c.trace.toChromeTrace().traceEvents.length).toBeGreaterThan(100_000);
+    c.trace.limit = 1000;
+    for (let i = 0; i < 5000; i++) c.trace.mark('app', 'host', `n${i}`, i, i + 0.5);
+    expect(c.trace.spans().length).toBeLessThanOrEqual(1250);
+    for (const bad of [NaN, 0, 1.5]) expect(() => (c.trace.limit = bad), String(bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'trace.limit' }));
+    c.destroy();
+  });
+
+  it('an op that never ran (skipped behind a failure) has no span, not one from time 0', async () => {
+    const c = await gpuContext({ trace: true });
+    const s = c.createStream({ label: 'skips' });
+    const a = c.alloc(64), b = c.alloc(64);
+    s.hostFn(() => {
+      throw new Error('boom');
+    });
+    s.copy(a, b);
+    s.hostFn(() => undefined);
+    await s.synchronize().catch(() => undefined);
+    const spans = c.trace.spans().filter((x) => x.lane === 'skips' || x.name.startsWith('skips'));
+    expect(spans.every((x) => x.start > 0), JSON.stringify(spans)).toBe(true);
+    expect(c.trace.records.filter((r) => r.failed).length).toBe(3);
+    c.destroy();
+  });
 });
 
 describe('trace.gpuTimestamps', () => {
