@@ -515,6 +515,8 @@ async function loadBackend(): Promise<Backend> {
 
 /** Set by the Stop button: the next progress step of the running scenario throws it. */
 let stopRequested = false;
+/** What a Stop throws through the run: not a failure (the results shown before stay). */
+class Stopped extends Error {}
 
 function setBusy(busy: boolean): void {
   stopRequested = false;
@@ -554,7 +556,7 @@ async function run(only?: string[]): Promise<void> {
       quick,
       ...(only?.length ? { only } : {}),
       progress: (message, fraction) => {
-        if (stopRequested) throw new Error('stopped by the Stop button');
+        if (stopRequested) throw new Stopped('stopped by the Stop button');
         log(message);
         setProgress(message, fraction);
       },
@@ -575,7 +577,12 @@ async function run(only?: string[]): Promise<void> {
     await report(opts.png ? { ...current, timelines: timelinePngs(current) } : current);
     bench.state = 'done';
   } catch (e) {
-    await fail(e, 'run');
+    if (e instanceof Stopped) {
+      // A user's Stop: the run is left as idle (no result posted); what was shown before stays.
+      log(`stopped: ${what} (the scenario running was dropped)`);
+      setProgress('stopped', 0);
+      bench.state = current ? 'done' : 'idle';
+    } else await fail(e, 'run');
   } finally {
     setBusy(false);
   }
@@ -607,7 +614,11 @@ async function init(): Promise<void> {
   });
   setBusy(false);
   const unknown = opts.only.filter((id) => !backend!.scenarios.some((s) => s.id === id));
-  if (unknown.length) log(`warning: unknown scenario id(s) ${unknown.join(', ')}; known: ${backend.scenarios.map((s) => s.id).join(', ')}`);
+  if (unknown.length) {
+    const why = `?scenarios= names no scenario ${unknown.map((id) => `'${id}'`).join(', ')}; the scenarios are ${backend.scenarios.map((s) => s.id).join(', ')}`;
+    if (opts.autorun) return fail(new Error(why), 'URL');
+    showNotice('info', why);
+  }
   setProgress(opts.autorun ? 'autorun…' : 'ready', 0);
   log(`ready: ${backend.mock ? 'mock' : adapterText(backend.device)}`);
   if (opts.autorun) await run(opts.only.length ? opts.only : undefined);
