@@ -70,10 +70,10 @@ function num(text: string, cls = ''): HTMLTableCellElement {
 const COLUMNS: { label: string; title?: string; class?: string }[] = [
   { label: 'variant' },
   { label: 'median ms', title: 'median of the repeats (min–max), warm-up excluded' },
-  { label: 'ideal ms', title: 'what perfect overlap would give, from the measured parts' },
+  { label: 'ideal', title: 'what perfect overlap would give, from the measured parts (ms)' },
   { label: 'speedup', title: 'baseline time / this time' },
-  { label: 'efficiency', title: '(t_base − t) / (t_base − t_ideal): share of the possible gain achieved' },
-  { label: 'memory MiB', title: 'peak device memory held by this variant' },
+  { label: 'eff.', title: 'efficiency: (t_base − t) / (t_base − t_ideal), the share of the possible gain achieved' },
+  { label: 'mem MiB', title: 'peak device memory held by this variant' },
   { label: 'GB/s', title: 'throughput, 1e9 bytes per second' },
   { label: 'verified', title: 'checked against a CPU reference (hover the mark for what was checked)', class: 'center' },
 ];
