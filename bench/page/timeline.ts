@@ -676,6 +676,12 @@ export class TimelineView {
       this.swatch(ctx, 'kernel', lx, ly - 6, 12, 12, true);
       ctx.fillStyle = '#3d444d';
       ctx.fillText('estimated (hatched)', lx + 17, ly);
+      lx += 17 + ctx.measureText('estimated (hatched)').width + 16;
+    }
+    const squeezed = !this.zoom && compressedScale(this.layout, geom.plotX, geom.plotW).segments.some((x) => x.gap);
+    if (squeezed) {
+      ctx.fillStyle = '#3d444d';
+      ctx.fillText('+N: N ms idle, squeezed', lx, ly);
     }
     if (this.zoom) {
       ctx.textAlign = 'right';
