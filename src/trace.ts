@@ -186,7 +186,8 @@ export class Trace {
         if (r.tHostEnd > 0) out.push({ lane: 'host', kind: 'host', name: `${r.stream}: ${r.name}`, start: r.tHostBegin, end: r.tHostEnd, op: r.id });
       } else {
         const t = this.gpuTimes(r);
-        const at = t ? t.end : r.tDone;
+        // Without timestamps: a wait where its stream began waiting (its enqueue), not its completion, after the work behind it began.
+        const at = t ? t.end : r.kind === 'wait' ? r.tEnqueue : r.tDone;
         out.push({ lane: r.stream, kind: r.kind === 'record' ? 'event' : 'wait', name: r.name, start: at, end: at, op: r.id, ...(t ? {} : { estimated: true }) });
       }
     }

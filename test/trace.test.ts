@@ -33,6 +33,22 @@ describe('trace memory is bounded', () => {
     c.destroy();
   });
 
+  it('without GPU timestamps, a wait is drawn where its stream began waiting, before the work that waited', async () => {
+    const c = await gpuContext({ trace: true });
+    const a = c.createStream({ label: 'A' }), b = c.createStream({ label: 'B' });
+    const x = c.alloc(1 << 16), y = c.alloc(1 << 16), z = c.alloc(1 << 16);
+    const e1 = c.createEvent({ label: 'e1' });
+    a.copy(x, y);
+    a.record(e1);
+    b.waitEvent(e1);
+    b.copy(y, z);
+    await c.synchronize();
+    const onB = c.trace.spans().filter((s) => s.lane === 'B');
+    const wait = onB.find((s) => s.kind === 'wait')!, copy = onB.find((s) => s.kind === 'copy')!;
+    expect(wait.start, JSON.stringify(onB)).toBeLessThanOrEqual(copy.start);
+    c.destroy();
+  });
+
   it('an op that never ran (skipped behind a failure) has no span, not one from time 0', async () => {
     const c = await gpuContext({ trace: true });
     const s = c.createStream({ label: 'skips' });
