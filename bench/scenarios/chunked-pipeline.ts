@@ -47,7 +47,7 @@ export const chunkedPipeline: Scenario<ChunkedPipelineParams> = {
   id: 'chunked-pipeline',
   title: 'Sync vs multi-stream chunked pipeline',
   description:
-    'Upload -> compute-intensive kernel -> download of 4M floats (16 MiB) as one synchronous pass vs N chunks on N streams (N = 1, 2, 4, 8), pinned buffers per stream (reference 003: CUDA 19.62 -> 7.78 ms on an L20; 0.938 -> 0.504 ms on an H200).',
+    'Upload -> compute-intensive kernel -> download of 4M floats (16 MiB; 256 KiB in quick runs) as one synchronous pass vs N chunks on N streams (N = 1, 2, 4, 8), pinned buffers per stream (reference 003: CUDA 19.62 -> 7.78 ms on an L20; 0.938 -> 0.504 ms on an H200).',
   async run(ctx, opts) {
     const t0 = performance.now();
     const p: ChunkedPipelineParams = resolveParams(ctx, opts, FULL, QUICK);
