@@ -12,7 +12,6 @@ import { namedAbort, showValue, syncSignal, type SyncOptions } from './validate.
 
 /** What an event is recorded on: a `Stream` of its context. */
 export interface EventRecorder {
-  readonly queue: StreamQueue;
   record(event: GpuEvent): number;
 }
 
