@@ -43,6 +43,14 @@ export interface OpRecord {
   gpuBegin: bigint | null;
   gpuEnd: bigint | null;
   failed: boolean;
+  /** A wait's: the op of another stream it waited for (an event's record, a stream's last op), when not done at the call. */
+  after?: number;
+}
+
+/** A wait op's `after`: its dependency on another stream, if it had one not done at the call. */
+function afterOf(op: Op): { after: number } | Record<string, never> {
+  const d = op.deps.find((x) => x.stream !== op.stream);
+  return d ? { after: d.id } : {};
 }
 
 interface ClockSource {
@@ -96,6 +104,13 @@ export class Trace {
     return out;
   }
 
+  /** The waits across streams, as links from the op waited for to the wait. */
+  waitLinks(): TraceLink[] {
+    const out: TraceLink[] = [];
+    for (const r of this.records) if (r.after !== undefined) out.push({ from: r.after, to: r.id, name: r.name, kind: 'wait' });
+    return out;
+  }
+
   /** @internal */
   addSubmit(ops: readonly Op[]): void {
     this.submits.push(ops.map((o) => o.id));
@@ -126,6 +141,7 @@ export class Trace {
       gpuBegin: t.gpuBegin,
       gpuEnd: t.gpuEnd,
       failed: op.error !== undefined,
+      ...(op.kind === 'wait' ? afterOf(op) : {}),
     }, this.limit);
   }
 
@@ -197,15 +213,17 @@ export class Trace {
 
   /** Chrome Trace Event JSON of `spans` (default: all): open in Perfetto (ui.perfetto.dev) or chrome://tracing. */
   toChromeTrace(spans: TraceSpan[] = this.spans(), options: ChromeTraceOptions = {}): { traceEvents: ChromeTraceEvent[]; displayTimeUnit: 'ms' } {
-    return { traceEvents: toChromeTraceEvents(spans, { links: this.raceLinks(), ...options }), displayTimeUnit: 'ms' };
+    return { traceEvents: toChromeTraceEvents(spans, { links: [...this.raceLinks(), ...this.waitLinks()], ...options }), displayTimeUnit: 'ms' };
   }
 }
 
-/** A link between two ops' spans on a timeline: a race the sanitizer found, from the first access to the second. */
+/** A link between two ops' spans on a timeline: a race the sanitizer found (first access to second), or a wait (the op waited for to the wait). */
 export interface TraceLink {
   from: number;
   to: number;
   name: string;
+  /** @default 'race' */
+  kind?: 'race' | 'wait';
 }
 
 /** One Chrome Trace Event ('X': a span, 'M': metadata naming a process or thread, 's' / 'f': a flow arrow's ends). */
@@ -274,8 +292,9 @@ export function toChromeTraceEvents(spans: readonly TraceSpan[], options: Chrome
     const a = byOp.get(l.from);
     const b = byOp.get(l.to);
     if (!a || !b) return;
-    events.push({ name: l.name, cat: 'race', ph: 's', id: i + 1, ts: us(a.start - origin), pid, tid: tid.get(a.lane)! });
-    events.push({ name: l.name, cat: 'race', ph: 'f', bp: 'e', id: i + 1, ts: us(b.start - origin), pid, tid: tid.get(b.lane)! });
+    const cat = l.kind ?? 'race';
+    events.push({ name: l.name, cat, ph: 's', id: i + 1, ts: us(a.start - origin), pid, tid: tid.get(a.lane)! });
+    events.push({ name: l.name, cat, ph: 'f', bp: 'e', id: i + 1, ts: us(b.start - origin), pid, tid: tid.get(b.lane)! });
   });
   return events;
 }

@@ -33,7 +33,7 @@ describe('trace memory is bounded', () => {
     c.destroy();
   });
 
-  it('without GPU timestamps, a wait is drawn where its stream began waiting, before the work that waited', async () => {
+  it('without GPU timestamps, a wait is drawn where its stream began waiting, before the work that waited; the export links it to what it waited for', async () => {
     const c = await gpuContext({ trace: true });
     const a = c.createStream({ label: 'A' }), b = c.createStream({ label: 'B' });
     const x = c.alloc(1 << 16), y = c.alloc(1 << 16), z = c.alloc(1 << 16);
@@ -46,6 +46,12 @@ describe('trace memory is bounded', () => {
     const onB = c.trace.spans().filter((s) => s.lane === 'B');
     const wait = onB.find((s) => s.kind === 'wait')!, copy = onB.find((s) => s.kind === 'copy')!;
     expect(wait.start, JSON.stringify(onB)).toBeLessThanOrEqual(copy.start);
+    // The Chrome export draws the wait as a flow arrow from the record it waited for (Perfetto shows the dependency).
+    const rec = c.trace.spans().find((s) => s.lane === 'A' && s.kind === 'event')!;
+    expect(c.trace.records.find((r) => r.id === wait.op)?.after).toBe(rec.op);
+    const flows = c.trace.toChromeTrace().traceEvents.filter((e) => e.cat === 'wait' && e.ph !== 'X');
+    expect(flows.map((e) => e.ph)).toEqual(['s', 'f']);
+    expect(flows[0]!.id).toBe(flows[1]!.id);
     c.destroy();
   });
 
