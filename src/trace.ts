@@ -47,12 +47,6 @@ export interface OpRecord {
   after?: number;
 }
 
-/** A wait op's `after`: its dependency on another stream, if it had one not done at the call. */
-function afterOf(op: Op): { after: number } | Record<string, never> {
-  const d = op.deps.find((x) => x.stream !== op.stream);
-  return d ? { after: d.id } : {};
-}
-
 interface ClockSource {
   gpuToHostMs(ns: bigint): number | null;
 }
@@ -127,7 +121,7 @@ export class Trace {
   add(op: Op, clock: ClockSource): void {
     this.#clock = clock;
     const t = op.times ?? NO_TIMES;
-    pushBounded(this.records, {
+    const rec: OpRecord = {
       id: op.id,
       stream: op.stream.label,
       kind: op.kind,
@@ -141,8 +135,12 @@ export class Trace {
       gpuBegin: t.gpuBegin,
       gpuEnd: t.gpuEnd,
       failed: op.error !== undefined,
-      ...(op.kind === 'wait' ? afterOf(op) : {}),
-    }, this.limit);
+    };
+    if (op.kind === 'wait') {
+      const d = op.deps.find((x) => x.stream !== op.stream); // what it waited for, when not done at the call
+      if (d) rec.after = d.id;
+    }
+    pushBounded(this.records, rec, this.limit);
   }
 
   /** Adds a span of your own, e.g. the host filling a pinned buffer. */
