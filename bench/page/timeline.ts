@@ -634,6 +634,9 @@ export class TimelineView {
     ctx.textAlign = 'left';
     const title = this.content?.title ?? 'Timeline';
     ctx.fillText(title, g.pad, g.pad + g.titleH / 2 - 2);
+    // What a screen reader says of the canvas (the spans themselves are in the Trace JSON download).
+    this.canvas.setAttribute('role', 'img');
+    this.canvas.setAttribute('aria-label', `timeline: ${title}${this.content?.subtitle ? `, ${this.content.subtitle}` : ''}`);
     if (this.content?.subtitle) {
       const tw = ctx.measureText(title).width;
       ctx.font = `12px ${FONT}`;
