@@ -141,7 +141,7 @@ export class StagingPool {
 
   /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
   #acquireUpload(bytes: number, stream: string): GPUBuffer {
-    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : Math.min(bucketSize(bytes), this.maxBufferSize);
+    const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : this.#sizeFor(bytes);
     let buf = this.#uploads.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);
@@ -156,7 +156,7 @@ export class StagingPool {
 
   /** An unmapped MAP_READ | COPY_DST buffer of at least `bytes`; `forOp`'s name goes into a new buffer's label (made only then). */
   acquireReadback(bytes: number, forOp: { readonly name: string }): GPUBuffer {
-    const size = Math.min(bucketSize(bytes), this.maxBufferSize);
+    const size = this.#sizeFor(bytes);
     let buf = this.#readbacks.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);
@@ -212,6 +212,11 @@ export class StagingPool {
     list.push(buf);
     this.#free.set(buf, list);
     this.#pooledBytes += size;
+  }
+
+  /** A staging buffer's size for `bytes`: its bucket, never past the device's maxBufferSize. */
+  #sizeFor(bytes: number): number {
+    return Math.min(bucketSize(bytes), this.maxBufferSize);
   }
 
   #drop(buf: GPUBuffer): void {

@@ -296,7 +296,7 @@ export class Completer {
   #asError(e: unknown, op: Op): StreamError {
     const closed = this.host.closed;
     if (closed) return closed;
-    if (e instanceof Error && 'op' in e) return (e as StreamError).op === 'allocHost' ? atCall(e as StreamError, op.site()) : (e as StreamError);
+    if (e instanceof Error && 'op' in e) return e === op.pinned?.refused ? atCall(e as StreamError, op.site()) : (e as StreamError); // a pinned buffer's refusal, named for this op
     return new GpuValidationError(`WebGPU failed: ${describeThrown(e)}`, { ...op.site(), cause: e });
   }
 
