@@ -58,6 +58,19 @@ export interface PeerHost {
   readBack(src: GPUBuffer, into: Uint8Array, offset: number): Promise<void>;
 }
 
+/** `device.createBuffer(desc)` in an 'out-of-memory' error scope: the buffer, and WebGPU's verdict on it (its error, or null). */
+export function createBufferJudged(device: GPUDevice, desc: GPUBufferDescriptor): { buffer: GPUBuffer; outOfMemory: Promise<GPUError | null> } {
+  device.pushErrorScope('out-of-memory');
+  let buffer: GPUBuffer;
+  try {
+    buffer = device.createBuffer(desc);
+  } catch (e) {
+    void device.popErrorScope().catch(() => undefined);
+    throw e;
+  }
+  return { buffer, outOfMemory: device.popErrorScope() };
+}
+
 /** Default usage of `ctx.alloc` buffers: storage for kernels, copy source and destination. */
 export const DEFAULT_DEVICE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST;
 
@@ -260,15 +273,10 @@ export class DeviceBuffer extends DeviceResource {
     super(device, stats, size, label);
     this.size = size;
     this.usage = usage;
-    device.pushErrorScope('out-of-memory');
-    let outOfMemory: Promise<GPUError | null>;
-    try {
-      this.buffer = device.createBuffer({ size, usage, label });
-    } finally {
-      outOfMemory = device.popErrorScope();
-    }
+    const made = createBufferJudged(device, { size, usage, label });
+    this.buffer = made.buffer;
     this.track(this.buffer);
-    this.judge(outOfMemory, null);
+    this.judge(made.outOfMemory, null);
   }
 
   get noun(): 'buffer' {

@@ -11,6 +11,7 @@
 import { atCall, describeThrown, DestroyedError, GpuValidationError, OutOfMemoryError, PinnedBufferBusyError, StreamError } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import { joinHost } from './clock.js';
+import { createBufferJudged } from './memory.js';
 
 /**
  * Each view handed out keeps its pinned buffer (and so its GPUBuffer) alive: Dawn's Node binding
@@ -117,14 +118,9 @@ export class PinnedBuffer {
     this.label = label;
     this.#host = host;
     const usage = kind === 'upload' ? BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC : BufferUsage.MAP_READ | BufferUsage.COPY_DST;
-    host.device.pushErrorScope('out-of-memory');
-    let outOfMemory: Promise<GPUError | null>;
-    try {
-      this.buffer = host.device.createBuffer({ size, usage, mappedAtCreation: true, label });
-    } finally {
-      outOfMemory = host.device.popErrorScope();
-    }
-    outOfMemory.then((e) => {
+    const made = createBufferJudged(host.device, { size, usage, mappedAtCreation: true, label });
+    this.buffer = made.buffer;
+    made.outOfMemory.then((e) => {
       this.#judged = true;
       if (e) this.refused = this.mapError = new OutOfMemoryError(`pinned buffer '${label}' (${size} bytes) could not be allocated: out of memory. ctx.allocHost() returns before WebGPU says so, and the ops that use it fail; free memory or allocate less. WebGPU: ${e.message.trim()}`, { op: 'allocHost', context: host.label, callSite: undefined });
     }, () => undefined);
