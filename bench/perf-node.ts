@@ -21,7 +21,7 @@ import { createNodeContext, openFile } from 'webgpu-streams/node';
 import { firstGpu, nodeSecondGpu } from './second-gpu';
 import { chooseVulkanDriver } from './vulkan';
 import { hostCopyNote, parseFlags, runRunner } from './cli';
-import { SOFTWARE_WARNING } from './report';
+import { isSoftwareDevice, SOFTWARE_WARNING } from './report';
 import { removeAtExit, removeScratch } from './weights-file';
 import { formatPerf, perfSelectors, perfStem, runPerf, selectGroups, validatePerfResult, type PerfResult } from './perf';
 import type { FileProbe, HeapProbe } from './perf/common';
@@ -187,7 +187,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const a = ctx.adapterInfo;
     console.log(`bench:perf: adapter: ${[a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(' / ')}; timestamp-query ${ctx.features.timestampQuery}; maxBufferSize ${ctx.limits.maxBufferSize}`);
-    if (/swiftshader|llvmpipe|lavapipe/i.test(`${a.vendor} ${a.architecture} ${a.description}`)) console.warn(`bench:perf: ${SOFTWARE_WARNING}`);
+    if (isSoftwareDevice({ software: false, vendor: a.vendor, architecture: a.architecture, description: a.description })) console.warn(`bench:perf: ${SOFTWARE_WARNING}`);
     let last = '';
     const heap = nodeHeapProbe();
     const result = await runPerf(ctx, {

@@ -3,7 +3,7 @@
  * stream's work, sampled verification against the CPU references, trace capture and number
  * formatting. No DOM, no Node imports: the page, headless Chromium and Node/Dawn all run this.
  */
-import type { Progress, ScenarioResult, Span, Variant } from '../schema';
+import type { Progress, ScenarioResult, Span, Variant, Timing } from '../schema';
 import type { Context, Stream, DeviceBuffer, GpuEvent, RandomAccessSource } from 'webgpu-streams';
 import type { WeightsSpec } from '../weights-spec';
 import { WORKGROUP_SIZE, dispatchSize, type Tolerance } from '../reference';
@@ -108,6 +108,11 @@ export function round(x: number, digits = 4): number {
   return Math.round(x * p) / p;
 }
 
+/** The run's noise around `base`: 5% of its median, or the spread of its samples or `other`'s (stats' spread), the larger. */
+export function noiseOf(base: Timing, other: Timing): number {
+  return Math.max(0.05 * base.median, spread(base.samples), spread(other.samples));
+}
+
 /**
  * Fills `speedup` and `efficiency` of a variant against its baseline variant (by name). Efficiency,
  * (t_base - t) / (t_base - t_ideal), is left out (shown as n/a) where the possible gain t_base -
@@ -125,7 +130,7 @@ export function compare(variants: Variant[]): Variant[] {
     const t = v.time.median;
     if (tb > 0 && t > 0 && Number.isFinite(tb) && Number.isFinite(t)) v.speedup = round(tb / t);
     const ideal = v.ideal;
-    const noise = Math.max(0.05 * tb, spread(base.time.samples), spread(v.time.samples));
+    const noise = noiseOf(base.time, v.time);
     if (ideal !== null && v.speedup !== undefined && tb - ideal > noise && t <= tb) v.efficiency = round((tb - t) / (tb - ideal));
   }
   return variants;

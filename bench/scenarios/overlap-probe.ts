@@ -14,7 +14,7 @@ import type { ScenarioResult, Span, Timing, Variant } from '../schema';
 import { createContext } from 'webgpu-streams';
 import type { DeviceBuffer, Stream } from 'webgpu-streams';
 import { randomSeed, rng, sleepStep } from '../reference';
-import { gbps, measure, measureInterleaved, median, spread, timing } from '../stats';
+import { gbps, measure, measureInterleaved, median, timing } from '../stats';
 import {
   type Check,
   type Scenario,
@@ -32,6 +32,7 @@ import {
   verification,
   resolveParams,
   librarySpans,
+  noiseOf,
 } from './common';
 import { benchKernels } from '../kernels/index';
 import { calibrateSleep, warmUp } from '../kernels/calibrate';
@@ -116,7 +117,7 @@ function yesNo(fraction: number): string {
 
 /** yesNo from wall times (serial `base`, overlapped `v`, perfect `ideal` ms), n/a where what overlap could save is within the run's noise (as the table's eff.). */
 function wallOverlap(base: Timing, v: Timing, ideal: number): string {
-  const noise = Math.max(0.05 * base.median, spread(base.samples), spread(v.samples));
+  const noise = noiseOf(base, v);
   if (!(base.median - ideal > noise)) return `n/a: what overlap could save, ${ms(base.median - ideal)}, is within the run's noise (${ms(noise)})`;
   return yesNo((base.median - v.median) / (base.median - ideal));
 }
@@ -258,7 +259,7 @@ export const overlapProbe: Scenario<OverlapProbeParams> = {
       const ratioK = (tKK.median - rt) / Math.max(1e-9, t1.median - rt);
       // One dispatch less the round trip must stand clear of their noise, or the ratios are noise over noise (none recorded then).
       const oneNet = t1.median - rt;
-      const oneNoise = Math.max(0.05 * t1.median, spread(t1.samples), spread(tRt.samples));
+      const oneNoise = noiseOf(t1, tRt);
       const over = (r: number): { overOne: number } | Record<string, never> => (oneNet > oneNoise ? { overOne: round(r) } : {});
       variants.push(
         { name: '1 dispatch', time: t1, ideal: null, extra: { workgroups: sg[0] * sg[1], iterations: sCal.iterations } },
