@@ -24,7 +24,9 @@ export function isSoftwareAdapter(info: {
 export function deviceReport(ctx: Context, runner: DeviceReport['runner']): DeviceReport {
   const info = ctx.adapterInfo;
   const notes: Record<string, string> = {};
-  if (info.device) notes.device = String(info.device);
+  // Dawn's SwiftShader name ends in a hyphen ('swiftshader-device-subzero-').
+  const device = String(info.device ?? '').replace(/[-_\s]+$/, '');
+  if (device) notes.device = device;
   const g = globalThis as {
     navigator?: { userAgent?: string; hardwareConcurrency?: number };
     process?: { versions?: Record<string, string | undefined>; platform?: string; arch?: string };

@@ -191,6 +191,12 @@ withDevice('scenarios (quick, Dawn)', () => {
     expect(deviceReport(ctx!, 'node')).toMatchObject({ runner: 'node', timestampQuery: ctx!.features.timestampQuery });
   });
 
+  it("the adapter's model name carries no trailing hyphen (Dawn's SwiftShader name has one)", () => {
+    const name = deviceReport(ctx!, 'node').notes?.['device'] ?? '';
+    expect(name).not.toMatch(/[-_\s]$/);
+    if (String(ctx!.adapterInfo.device).endsWith('-')) expect(name).toBe(String(ctx!.adapterInfo.device).slice(0, -1));
+  });
+
   it('overlap-probe: every path moves the right bytes; bandwidths and verdicts present', async () => {
     const r = await runChecked(() => overlapProbe.run(ctx!, { quick: true, params: { seed } }));
     console.log(summarize(r));
