@@ -264,7 +264,12 @@ export class Context {
       if (!peerStream) (peerStream = new Stream(this.#host, scheduler.createQueue(`${label} (copyPeer)`, 0, true))).queue.internal = true;
       return peerStream;
     };
-    this.#peer = { label, checkAlive: (op) => this.#checkAlive(op), readBack: peerReadBack(peerQueue, () => this.createEvent({ label: 'copyPeer' })) };
+    const peerAlive = (site: ErrorSite, src: string): void => {
+      const whose = `src '${src}' belongs to context '${label}'`;
+      if (this.#destroyed) throw new DestroyedError(`${whose}, which was destroyed`, site);
+      if (this.#scheduler.closed) throw atCall(this.#scheduler.closed, site, whose);
+    };
+    this.#peer = { label, checkAlive: peerAlive, readBack: peerReadBack(peerQueue, () => this.createEvent({ label: 'copyPeer' })) };
     this.lost = watchDeviceLoss(device, this.#scheduler);
   }
 

@@ -66,11 +66,11 @@ export function ownWords(e: StreamError): string {
  * `e` (the device-loss or destroy error that closed a context) raised again at a later call: the
  * same class and words, naming that call's op and site, with `e` as its cause.
  */
-export function atCall(e: StreamError, site: ErrorSite): StreamError {
+export function atCall(e: StreamError, site: ErrorSite, prefix?: string): StreamError {
   if (e instanceof AggregateStreamError) return e;
   const Same = e.constructor as new (message: string, site: ErrorSite) => StreamError;
   const callSite = site.callSite; // a getter (EntrySite) is not spread
-  return new Same(ownWords(e), { ...site, ...(callSite !== undefined ? { callSite } : {}), cause: e });
+  return new Same(prefix ? `${prefix}: ${ownWords(e)}` : ownWords(e), { ...site, ...(callSite !== undefined ? { callSite } : {}), cause: e });
 }
 
 /** A bad argument or option: wrong type, out of range, unaligned, kernel bindings that do not fit the kernel. Thrown at the call. */

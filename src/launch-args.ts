@@ -53,7 +53,10 @@ export function launchResources(kernel: Kernel, bindings: readonly Binding[], li
       resources[i] = b;
       continue;
     }
-    if (b instanceof DeviceTexture) b.checkAlive(site);
+    if (b instanceof DeviceTexture) {
+      b.checkAlive(site);
+      if (b.device !== kernel.device) throw new InvalidArgumentError(`binding ${i} '${info.name}' of kernel '${kernel.label}': texture '${b.label}' was allocated on another GPUDevice; a stream uses its own context's device`, site);
+    }
     const t = asTexture(b);
     textures ??= new Array<GPUTexture | null>(bindings.length).fill(null);
     if (t) {
@@ -99,19 +102,27 @@ function viewFor(t: GPUTexture, info: BindingInfo, kernel: Kernel, i: number, si
     throw new InvalidArgumentError(`${what} needs a texture with ${storage ? 'STORAGE_BINDING' : 'TEXTURE_BINDING'} usage; '${label}' lacks it`, site);
   }
   if (storage && t.format !== info.format) throw new InvalidArgumentError(`${what} is a texture_storage of format '${info.format}'; '${label}' is '${t.format}'`, site);
+  // A depth-stencil format binds one aspect: its depth as depth or unfilterable float, its stencil as uint.
+  let aspect: GPUTextureAspect = 'all';
   if (!storage) {
     const kind = sampleKind(t.format), want = info.sampleType!;
-    const fits = kind === want || (want === 'unfilterable-float' && kind === 'float');
+    const stencil = t.format.includes('stencil8') && want === 'uint';
+    const fits = kind === want || stencil || (want === 'unfilterable-float' && (kind === 'float' || kind === 'depth'));
     if (!fits) throw new InvalidArgumentError(`${what} samples '${want}'; '${label}' (format '${t.format}') gives '${kind}'`, site);
+    if (t.format.startsWith('depth') && t.format.includes('stencil')) aspect = stencil ? 'stencil-only' : 'depth-only';
     if ((t.sampleCount > 1) !== (info.multisampled === true)) throw new InvalidArgumentError(`${what} is ${info.multisampled ? '' : 'not '}multisampled; '${label}' has sampleCount ${t.sampleCount}`, site);
   }
   const dim = info.viewDimension!;
   if (dim[0] !== t.dimension[0] && !(t.dimension === '2d' && dim.startsWith('cube'))) throw new InvalidArgumentError(`${what} is a ${dim} texture; '${label}' is ${t.dimension}`, site);
-  const key = `${dim}${storage ? ' storage' : ''}`;
+  const layers = t.depthOrArrayLayers;
+  if (dim.startsWith('cube') && (t.width !== t.height || (dim === 'cube' ? layers < 6 : layers % 6 !== 0))) {
+    throw new InvalidArgumentError(`${what} is a ${dim} texture: '${label}' needs square faces and ${dim === 'cube' ? 'at least 6 array layers' : 'a multiple of 6 array layers'}; it is ${t.width}x${t.height} with ${layers}`, site);
+  }
+  const key = `${dim}${storage ? ' storage' : ''}${aspect === 'all' ? '' : ` ${aspect}`}`;
   let byKey = views.get(t);
   if (!byKey) views.set(t, (byKey = new Map()));
   let view = byKey.get(key);
-  if (!view) byKey.set(key, (view = t.createView({ dimension: dim, ...(storage ? { mipLevelCount: 1 } : {}), label: `${label} (${key})` })));
+  if (!view) byKey.set(key, (view = t.createView({ dimension: dim, aspect, ...(storage ? { mipLevelCount: 1 } : {}), ...(dim === 'cube' ? { arrayLayerCount: 6 } : {}), label: `${label} (${key})` })));
   return view;
 }
 

@@ -52,8 +52,8 @@ export class MemoryStats {
 /** @internal what a buffer's context lends a peer copy (peer.ts) */
 export interface PeerHost {
   readonly label: string;
-  /** Throws DestroyedError when the context was destroyed. */
-  checkAlive(op: string): void;
+  /** Throws DestroyedError (or the device loss) at `site`, a call on another context's stream reading `src` of this one. */
+  checkAlive(site: ErrorSite, src: string): void;
   /** Reads bytes [offset, offset + into.byteLength) of `src` back into `into`, on an internal stream. */
   readBack(src: GPUBuffer, into: Uint8Array, offset: number): Promise<void>;
 }

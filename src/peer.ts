@@ -21,7 +21,7 @@ export function peerSource(src: unknown, device: GPUDevice, site: ErrorSite): Ra
   const peer = src.peer;
   if (src.device === device) throw new InvalidArgumentError(`src '${src.label}' is on this stream's device; copy it with stream.copy()`, site);
   if (!peer) throw new InvalidArgumentError(`src '${src.label}' belongs to no context`, site);
-  peer.checkAlive(site.op ?? 'copyPeer');
+  peer.checkAlive(site, src.label);
   if (!(src.usage & BufferUsage.COPY_SRC)) throw new InvalidArgumentError(`src '${src.label}' lacks COPY_SRC usage`, site);
   const buffer = src.buffer;
   return {

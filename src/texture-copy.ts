@@ -49,6 +49,13 @@ export function textureOptions(options: unknown, site: ErrorSite): TextureTransf
   return o as TextureTransferOptions;
 }
 
+/** Refuses `dstOrigin` / `dstMipLevel` where one side is a buffer or host memory (the texture's region is `origin` / `mipLevel`). */
+function noDst(o: TextureTransferOptions, site: ErrorSite): void {
+  for (const k of ['dstOrigin', 'dstMipLevel'] as const) {
+    if (o[k] !== undefined) throw new InvalidArgumentError(`\`${k}\` names the destination of a texture-to-texture copy; with a buffer or host memory on one side the texture's region is \`${k === 'dstOrigin' ? 'origin' : 'mipLevel'}\``, site);
+  }
+}
+
 /** Texture to texture (`copyTextureToTexture`): same format (or its sRGB twin), not the same mip level. */
 export function textureToTexture(src: GPUTexture, dst: GPUTexture, o: TextureTransferOptions, site: ErrorSite): CopyPayload {
   const a = textureRegion(src, 'src', o, false, site);
@@ -63,6 +70,7 @@ export function textureToTexture(src: GPUTexture, dst: GPUTexture, o: TextureTra
 
 /** Buffer to texture or texture to buffer (`toTexture`), the buffer's rows as `o` lays them out. */
 export function bufferTexture(buffer: { buffer: GPUBuffer; label: string; size: number; usage: number }, t: GPUTexture, toTexture: boolean, o: TextureTransferOptions, site: ErrorSite): CopyPayload {
+  noDst(o, site);
   const [what, usage] = toTexture ? ['src', 'COPY_SRC'] : ['dst', 'COPY_DST'];
   if (!(buffer.usage & (toTexture ? BufferUsage.COPY_SRC : BufferUsage.COPY_DST))) throw new InvalidArgumentError(`${what} '${buffer.label}' lacks ${usage} usage`, site);
   const r = textureRegion(t, toTexture ? 'dst' : 'src', o, true, site);
@@ -74,6 +82,7 @@ export function bufferTexture(buffer: { buffer: GPUBuffer; label: string; size: 
 
 /** Pinned or pageable memory to a texture; pageable rows are staged now, 256-byte aligned. */
 export function uploadTexture(src: PinnedBuffer | ArrayBufferView, t: GPUTexture, o: TextureTransferOptions, staging: StagingPool, stream: string, site: ErrorSite): UploadPayload {
+  noDst(o, site);
   const r = textureRegion(t, 'dst', o, true, site);
   if (!ArrayBuffer.isView(src)) {
     const offset = bufferSide(r, o, src.size, src.label, site);
@@ -88,6 +97,7 @@ export function uploadTexture(src: PinnedBuffer | ArrayBufferView, t: GPUTexture
 
 /** A texture to pinned or pageable memory; pageable rows come back aligned and are laid out as `o` says on completion. */
 export function downloadTexture(t: GPUTexture, dst: PinnedBuffer | ArrayBufferView, o: TextureTransferOptions, maxStaging: number, site: ErrorSite): DownloadPayload {
+  noDst(o, site);
   const r = textureRegion(t, 'src', o, true, site);
   if (!ArrayBuffer.isView(dst)) {
     const offset = bufferSide(r, o, dst.size, dst.label, site);

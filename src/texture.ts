@@ -117,6 +117,18 @@ export class DeviceTexture extends DeviceResource {
   }
 }
 
+/** A format's texel block, [width, height]: [1, 1] but for compressed formats. */
+export function blockOf(format: string): [number, number] {
+  const astc = /^astc-(\d+)x(\d+)/.exec(format);
+  if (astc) return [Number(astc[1]), Number(astc[2])];
+  return /^(bc|etc2|eac)/.test(format) ? [4, 4] : [1, 1];
+}
+
+/** A depth or stencil format: WebGPU copies these only whole, one subresource at a time. */
+function depthOrStencil(format: string): boolean {
+  return format.startsWith('depth') || format === 'stencil8';
+}
+
 /** The features a texture format needs beyond core WebGPU (any one of them), [] for none, undefined for no such format. */
 function formatFeatures(format: string): string[] | undefined {
   if (TEXEL_BYTES[format] !== undefined || /^(stencil8|depth16unorm|depth24plus|depth24plus-stencil8|depth32float)$/.test(format)) return [];
@@ -140,14 +152,21 @@ export function textureOptions(options: TextureOptions, device: GPUDevice, label
   if (dimension !== '1d' && dimension !== '2d' && dimension !== '3d') throw new InvalidArgumentError(`Expected \`dimension\` to be '1d', '2d' or '3d', got ${showValue(dimension)}`, site);
   const size = extent(options.size, 'size', site);
   if (dimension === '1d' && (size[1] !== 1 || size[2] !== 1)) throw new InvalidArgumentError(`a '1d' texture is one row: \`size\` [${size.join(', ')}] has a height or depth above 1`, site);
-  const block = /^astc-(\d+)x(\d+)/.exec(format)?.slice(1).map(Number) ?? (/^(bc|etc2|eac)/.test(format) ? [4, 4] : null);
-  if (block && (size[0] % block[0]! !== 0 || size[1] % block[1]! !== 0)) throw new InvalidArgumentError(`'${format}' is stored in ${block[0]}x${block[1]} blocks: \`size\` [${size.join(', ')}] is not a whole number of them`, site);
+  const block = blockOf(format), compressed = block[0] > 1;
+  if (compressed && (size[0] % block[0] !== 0 || size[1] % block[1] !== 0)) throw new InvalidArgumentError(`'${format}' is stored in ${block[0]}x${block[1]} blocks: \`size\` [${size.join(', ')}] is not a whole number of them`, site);
+  if (dimension === '1d' && (compressed || depthOrStencil(format))) throw new InvalidArgumentError(`a '1d' texture cannot have format '${format}' (compressed, depth or stencil)`, site);
+  if (dimension === '3d' && depthOrStencil(format)) throw new InvalidArgumentError(`a '3d' texture cannot have the depth or stencil format '${format}'`, site);
+  const sliced = format.startsWith('bc') ? 'texture-compression-bc-sliced-3d' : format.startsWith('astc') ? 'texture-compression-astc-sliced-3d' : '';
+  if (dimension === '3d' && compressed && !(sliced && device.features.has(sliced))) {
+    throw new InvalidArgumentError(`a '3d' texture of the compressed format '${format}' needs ${sliced ? `the device feature '${sliced}', which this device was not created with` : 'a format WebGPU stores in 3D (BC or ASTC)'}`, site);
+  }
   const max = dimension === '1d' ? limits.maxTextureDimension1D : dimension === '2d' ? limits.maxTextureDimension2D : limits.maxTextureDimension3D;
   size.forEach((n, i) => {
     const cap = i === 2 && dimension === '2d' ? limits.maxTextureArrayLayers : max;
     if (n > cap) throw new InvalidArgumentError(`\`size[${i}]\` ${n} is above the device's ${i === 2 && dimension === '2d' ? 'maxTextureArrayLayers' : `maxTextureDimension${dimension.toUpperCase()}`} (${cap})`, site);
   });
-  const mips = Math.floor(Math.log2(Math.max(size[0], dimension === '1d' ? 1 : size[1], dimension === '3d' ? size[2] : 1))) + 1;
+  // WebGPU gives a '1d' texture one mip level.
+  const mips = dimension === '1d' ? 1 : Math.floor(Math.log2(Math.max(size[0], size[1], dimension === '3d' ? size[2] : 1))) + 1;
   const mipLevelCount = expectInteger('mipLevelCount', options.mipLevelCount ?? 1, 1, mips, site);
   const storage = STORAGE_FORMATS.has(format) ? TextureUsage.STORAGE_BINDING : 0;
   const usage = options.usage === undefined ? TextureUsage.TEXTURE_BINDING | TextureUsage.COPY_SRC | TextureUsage.COPY_DST | storage : expectInteger('usage', options.usage, 1, 0x1f, site);
@@ -229,7 +248,9 @@ export function asTexture(x: unknown): GPUTexture | null {
 export function textureRegion(t: GPUTexture, what: string, o: TextureCopyOptions, buffered: boolean, site: ErrorSite): TextureRegion {
   const label = t.label || 'GPUTexture';
   const mipLevel = expectInteger('mipLevel', o.mipLevel ?? 0, 0, t.mipLevelCount - 1, site);
-  const level = [Math.max(1, t.width >> mipLevel), Math.max(1, t.height >> mipLevel), t.dimension === '3d' ? Math.max(1, t.depthOrArrayLayers >> mipLevel) : t.depthOrArrayLayers];
+  // A compressed level's extent in whole blocks (WebGPU's physical size: a 3x3 level of 4x4 blocks copies as 4x4).
+  const [bw, bh] = blockOf(t.format), up = (n: number, b: number): number => Math.ceil(n / b) * b;
+  const level = [up(Math.max(1, t.width >> mipLevel), bw), up(Math.max(1, t.height >> mipLevel), bh), t.dimension === '3d' ? Math.max(1, t.depthOrArrayLayers >> mipLevel) : t.depthOrArrayLayers];
   const origin = o.origin === undefined ? ([0, 0, 0] as [number, number, number]) : extent(o.origin, 'origin', site, 0);
   const size = o.size === undefined ? (level.map((n, i) => n - origin[i]!) as [number, number, number]) : extent(o.size, 'size', site);
   for (let i = 0; i < 3; i++) {
@@ -240,6 +261,13 @@ export function textureRegion(t: GPUTexture, what: string, o: TextureCopyOptions
   const texel = TEXEL_BYTES[t.format];
   if (buffered && t.sampleCount > 1) throw new InvalidArgumentError(`${what} texture '${label}' is multisampled (sampleCount ${t.sampleCount}); WebGPU copies those only to other textures`, site);
   if (buffered && texel === undefined) throw new InvalidArgumentError(`${what} texture '${label}' has format '${t.format}', which buffer transfers do not move (compressed, depth or stencil); use stream.encode with your own copy`, site);
+  if (origin[0] % bw || origin[1] % bh || size[0] % bw || size[1] % bh) {
+    throw new InvalidArgumentError(`${what} texture '${label}' ('${t.format}') is copied in ${bw}x${bh} blocks: origin ${origin.join(',')} and size ${size.join('x')} must be whole blocks`, site);
+  }
+  const whole = origin.every((n, i) => n === 0 && size[i] === level[i]);
+  if (!buffered && !whole && (depthOrStencil(t.format) || t.sampleCount > 1)) {
+    throw new InvalidArgumentError(`${what} texture '${label}' (${t.sampleCount > 1 ? `sampleCount ${t.sampleCount}` : `'${t.format}'`}) is copied only whole: mip level ${mipLevel} is ${level.join('x')}, the copy names origin ${origin.join(',')} and size ${size.join('x')}`, site);
+  }
   const rowBytes = (texel ?? 0) * size[0];
   return new TextureRegion(t, label, mipLevel, origin, size, rowBytes, rowBytes, size[1]);
 }

@@ -142,7 +142,9 @@ describe(`copyPeer (seed ${seed})`, () => {
     fine.upload(data, ok);
     fine.download(ok, back);
     const failure = await sb.synchronize().then(() => null, (err: unknown) => err);
-    expect(() => sb.copyPeer(src, dst), 'a destroyed context is refused at the call').toThrow(DestroyedError);
+    expect(() => sb.copyPeer(src, dst), 'a destroyed context is refused at the call').toThrow(
+      expect.objectContaining({ name: 'DestroyedError', op: 'copyPeer', stream: 'B.victim', context: 'B', message: expect.stringMatching(/: src '.*' belongs to context 'A2', which was destroyed/) }),
+    );
     expect(failure).toBeInstanceOf(StreamError);
     expect((failure as StreamError).op).toBe('copyPeer');
     await fine.synchronize();
@@ -150,6 +152,19 @@ describe(`copyPeer (seed ${seed})`, () => {
     await sb.synchronize(); // reported once; the stream goes on
     dst.destroy();
     ok.destroy();
+  });
+
+  it("a source whose device was lost is refused at the call, naming this stream and context and the source's", async () => {
+    const other = await gpuContext({ label: 'A3' });
+    const src = other.alloc(1024, { label: 'A3.src' }), dst = b.alloc(1024);
+    other.device.destroy();
+    await other.lost;
+    const sb = b.createStream({ label: 'B.after loss' });
+    expect(() => sb.copyPeer(src, dst)).toThrow(
+      expect.objectContaining({ name: 'DeviceLostError', op: 'copyPeer', stream: 'B.after loss', context: 'B', message: expect.stringMatching(/: src 'A3.src' belongs to context 'A3': the GPU device was lost/) }),
+    );
+    other.destroy();
+    dst.destroy();
   });
 
   it('a copy from a source with no memory fails with OutOfMemoryError named for copyPeer on its stream, and later copies from that context go on (its internal stream is not left failed)', async () => {

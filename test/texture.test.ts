@@ -282,6 +282,9 @@ describe(`textures (seed ${seed})`, () => {
     const before = ctx.memory.current;
     refused({ size: [8, 2], format: 'rgba8unorm', dimension: '1d' }, /a '1d' texture is one row/);
     refused({ size: [8, 8], format: 'rgba8unorm-srgb', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST }, /'rgba8unorm-srgb' cannot be a storage texture/);
+    refused({ size: [8], format: 'rgba8unorm', dimension: '1d', mipLevelCount: 2 }, /Expected `mipLevelCount` to be an integer from 1 to 1/);
+    refused({ size: [8], format: 'depth32float', dimension: '1d' }, /a '1d' texture cannot have format 'depth32float'/);
+    refused({ size: [8, 8, 8], format: 'depth32float', dimension: '3d' }, /a '3d' texture cannot have the depth or stencil format 'depth32float'/);
     refused({ size: [8, 8], format: 'rgba9unorm' }, /to be a GPUTextureFormat such as 'rgba8unorm', got `"rgba9unorm"`/);
     if (!ctx.device.features.has('texture-compression-astc')) refused({ size: [8, 8], format: 'astc-4x4-unorm' }, /needs the device feature 'texture-compression-astc'/);
     if (ctx.device.features.has('texture-compression-bc')) refused({ size: [6, 8], format: 'bc1-rgba-unorm' }, /'bc1-rgba-unorm' is stored in 4x4 blocks: `size` \[6, 8, 1\] is not a whole number of them/);
@@ -353,5 +356,115 @@ describe(`textures (seed ${seed})`, () => {
     const both = ctx.kernel('@group(0) @binding(0) var i: texture_2d<f32>;\n@group(0) @binding(1) var o: texture_storage_2d<r32float, write>;\n@compute @workgroup_size(1) fn main() { textureStore(o, vec2i(0), textureLoad(i, vec2i(0), 0)); }');
     expect(thrown(() => s.launch(both, { bindings: [rw, rw], workgroups: 1 })).message).toMatch(/bindings 0 and 1 of kernel 'main' are the same texture and one is written \(a storage texture\)/);
     for (const t of [tex, depth, noCopy, rw]) t.destroy();
+  });
+
+  it("texture-to-texture copies WebGPU would refuse are refused at the call (depth only whole, compressed in whole blocks); another stream's work in the same submit runs", async () => {
+    const [bad, good] = [ctx.createStream({ label: 'bad t2t' }), ctx.createStream({ label: 'good' })];
+    const seed0 = randomSeed();
+    const x = rng(seed0).u32Array(256), d = ctx.alloc(1024), back = new Uint32Array(256);
+    good.upload(x, d);
+    const da = ctx.allocTexture({ size: [8, 8], format: 'depth32float', label: 'da' }), db = ctx.allocTexture({ size: [8, 8], format: 'depth32float', label: 'db' });
+    await Promise.all([da.allocated(), db.allocated()]);
+    expect(() => bad.copy(da, db, { size: [4, 4] })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', stream: 'bad t2t', message: expect.stringMatching(/src texture 'da' \('depth32float'\) is copied only whole: mip level 0 is 8x8x1, the copy names origin 0,0,0 and size 4x4x1/) }));
+    expect(() => bad.copy(da, db, { origin: [1, 0] })).toThrow(/is copied only whole/);
+    bad.copy(da, db); // whole: fine
+    good.download(d, back);
+    await Promise.all([bad.synchronize(), good.synchronize()]);
+    expect(firstMismatch(back, x), `seed ${seed0}`).toBeNull();
+    da.destroy();
+    db.destroy();
+    d.destroy();
+  });
+
+  it('a compressed mip level copies as whole blocks (a 3x3 level of bc1 as 4x4, as WebGPU wants); a part of a block is refused', async () => {
+    const gpu = (await import('webgpu')).create([]);
+    const adapter = (await gpu.requestAdapter())!;
+    if (!adapter.features.has('texture-compression-bc')) return;
+    const device = await adapter.requestDevice({ requiredFeatures: ['texture-compression-bc'] });
+    const { createContext } = await import('../src/index.js');
+    const bc = await createContext({ device, label: 'bc' });
+    const errors: string[] = [];
+    device.addEventListener('uncapturederror', (e) => errors.push((e as GPUUncapturedErrorEvent).error.message));
+    try {
+      const [a, b] = ['bcA', 'bcB'].map((label) => bc.allocTexture({ size: [12, 12], format: 'bc1-rgba-unorm', mipLevelCount: 3, label }));
+      const seed0 = randomSeed();
+      const block = new Uint8Array(rng(seed0).u32Array(2).buffer as ArrayBuffer); // one 4x4 block: 8 bytes
+      device.queue.writeTexture({ texture: a!.texture, mipLevel: 2 }, block, { bytesPerRow: 8 }, [4, 4]);
+      const s = bc.createStream({ label: 'bc' });
+      expect(() => s.copy(a!, b!, { origin: [1, 0], size: [4, 4] })).toThrow(/'bcA' \('bc1-rgba-unorm'\) is copied in 4x4 blocks: origin 1,0,0 and size 4x4x1 must be whole blocks/);
+      expect(() => s.copy(a!, b!, { size: [2, 2] })).toThrow(/whole blocks/);
+      s.copy(a!, b!, { mipLevel: 2, dstMipLevel: 2 }); // the level's 3x3 texels as one 4x4 block
+      s.copy(a!, b!, { mipLevel: 2, dstMipLevel: 1, size: [4, 4], dstOrigin: [4, 0] });
+      const out = bc.alloc(512, { label: 'out' });
+      s.encode((enc) => {
+        enc.copyTextureToBuffer({ texture: b!.texture, mipLevel: 2 }, { buffer: out.buffer, offset: 0 }, [4, 4]);
+        enc.copyTextureToBuffer({ texture: b!.texture, mipLevel: 1, origin: [4, 0] }, { buffer: out.buffer, offset: 256 }, [4, 4]);
+      }, { reads: [b!], writes: [out] });
+      const back = new Uint8Array(512);
+      s.download(out, back);
+      await s.synchronize();
+      expect([...back.subarray(0, 8)], `seed ${seed0}`).toEqual([...block]);
+      expect([...back.subarray(256, 264)], `seed ${seed0}`).toEqual([...block]);
+      expect(errors).toEqual([]);
+    } finally {
+      bc.destroy();
+      device.destroy();
+    }
+  });
+
+  it('dstOrigin and dstMipLevel name a texture-to-texture copy only: with a buffer or host side they are refused, not ignored', () => {
+    const tex = ctx.allocTexture({ size: [8, 8], format: 'rgba8unorm', mipLevelCount: 2, label: 'dst' });
+    const buf = ctx.alloc(1024, { label: 'rows' });
+    const s = ctx.createStream({ label: 'dst keys' });
+    const refused = /`dstOrigin` names the destination of a texture-to-texture copy; with a buffer or host memory on one side the texture's region is `origin`/;
+    expect(() => s.upload(new Uint8Array(64), tex, { size: [4, 4], dstOrigin: [4, 4] })).toThrow(refused);
+    expect(() => s.copy(buf, tex, { size: [4, 4], dstOrigin: [4, 4] })).toThrow(refused);
+    expect(() => s.download(tex, new Uint8Array(64), { size: [4, 4], dstMipLevel: 1 })).toThrow(/`dstMipLevel` names the destination .* region is `mipLevel`/);
+    tex.destroy();
+    buf.destroy();
+  });
+
+  it('texture bindings: a depth-stencil texture binds its depth (as depth or unfilterable float) and its stencil (as uint); cube and device checked at the call', async () => {
+    const s = ctx.createStream({ label: 'bind' });
+    const seed0 = randomSeed(), g = rng(seed0);
+    const depth = 0.25 + (g.u32() % 64) / 128, stencil = new Uint8Array(16).map(() => g.u32() & 255);
+    const ds = ctx.allocTexture({ size: [4, 4], format: 'depth24plus-stencil8', usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.RENDER_ATTACHMENT | GPUTextureUsage.COPY_DST, label: 'ds' });
+    const d32 = ctx.allocTexture({ size: [4, 4], format: 'depth32float', usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.RENDER_ATTACHMENT, label: 'd32' });
+    await Promise.all([ds.allocated(), d32.allocated()]);
+    ctx.device.queue.writeTexture({ texture: ds.texture, aspect: 'stencil-only' }, stencil, { bytesPerRow: 4 }, [4, 4]);
+    s.encode((enc) => {
+      for (const t of [ds, d32]) {
+        const stencilOps = t === ds ? { stencilLoadOp: 'load' as const, stencilStoreOp: 'store' as const } : {};
+        enc.beginRenderPass({ colorAttachments: [], depthStencilAttachment: { view: t.texture.createView(), depthClearValue: depth, depthLoadOp: 'clear', depthStoreOp: 'store', ...stencilOps } }).end();
+      }
+    }, { writes: [ds, d32] });
+    const out = ctx.alloc(64, { label: 'out' });
+    const read = (type: string, value: string): Float32Array => {
+      const k = ctx.kernel(`@group(0) @binding(0) var t: ${type};\n@group(0) @binding(1) var<storage, read_write> o: array<f32, 16>;\n@compute @workgroup_size(1) fn main() { for (var i = 0u; i < 16u; i++) { o[i] = ${value}; } }`);
+      const got = new Float32Array(16);
+      return (s.launch(k, { bindings: [type.includes('u32') || type.includes('depth') ? ds : d32, out], workgroups: 1 }), s.download(out, got), got);
+    };
+    const asDepth = read('texture_depth_2d', 'textureLoad(t, vec2u(i % 4u, i / 4u), 0)');
+    const asFloat = read('texture_2d<f32>', 'textureLoad(t, vec2u(i % 4u, i / 4u), 0).x');
+    const asStencil = read('texture_2d<u32>', 'f32(textureLoad(t, vec2u(i % 4u, i / 4u), 0).x)');
+    await s.synchronize();
+    for (let i = 0; i < 16; i++) {
+      expect(asDepth[i], `depth24plus-stencil8 depth, seed ${seed0}`).toBeCloseTo(depth, 5);
+      expect(asFloat[i], `depth32float as texture_2d<f32>, seed ${seed0}`).toBe(depth);
+      expect(asStencil[i], `stencil ${i}, seed ${seed0}`).toBe(stencil[i]);
+    }
+    // A cube needs square faces and 6 layers; a texture of another device is refused as a buffer is.
+    const cube = ctx.kernel('@group(0) @binding(0) var t: texture_cube<f32>;\n@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n@group(0) @binding(2) var sm: sampler;\n@compute @workgroup_size(1) fn main() { o[0] = textureSampleLevel(t, sm, vec3f(1.0, 0.0, 0.0), 0.0).x; }');
+    const flat = ctx.allocTexture({ size: [4, 4], format: 'rgba8unorm', label: 'flat' });
+    expect(() => s.launch(cube, { bindings: [flat, out, ctx.device.createSampler()], workgroups: 1 })).toThrow(/is a cube texture: 'flat' needs square faces and at least 6 array layers; it is 4x4 with 1/);
+    const other = await gpuContext({ label: 'other' });
+    try {
+      const foreign = other.allocTexture({ size: [4, 4], format: 'rgba8unorm', label: 'foreign' });
+      const k = ctx.kernel('@group(0) @binding(0) var t: texture_2d<f32>;\n@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n@compute @workgroup_size(1) fn main() { o[0] = textureLoad(t, vec2u(0), 0).x; }');
+      expect(() => s.launch(k, { bindings: [foreign, out], workgroups: 1 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', stream: 'bind', message: expect.stringMatching(/texture 'foreign' was allocated on another GPUDevice/) }));
+    } finally {
+      other.destroy();
+    }
+    for (const t of [ds, d32, flat, out]) t.destroy();
   });
 });
