@@ -23,7 +23,7 @@ export interface KernelOptions {
   label?: string;
 }
 
-interface PipelineEntry {
+export interface PipelineEntry {
   pipeline: GPUComputePipeline;
   /** Settles once the error scope around creation popped: undefined when fine, else the message. */
   validated: Promise<string | undefined>;
@@ -62,7 +62,7 @@ export class Kernel {
   /** Settles with the shader module's and layouts' validation error message, if any. */
   readonly #moduleError: Promise<string | undefined>;
 
-  /** `at`: the context's label, or the site of the ctx.kernel() call (its errors name the caller's line in a bundle too). */
+  /** @internal use `ctx.kernel()`. `at`: the context's label, or the site of the ctx.kernel() call (its errors name the caller's line in a bundle too). */
   constructor(device: GPUDevice, readonly wgsl: string, options: KernelOptions = {}, at?: string | ErrorSite) {
     const site: ErrorSite = typeof at === 'object' ? at : at === undefined ? { op: 'kernel' } : { op: 'kernel', context: at };
     expectString('wgsl', wgsl, site);
@@ -108,7 +108,7 @@ export class Kernel {
   }
 
   /**
-   * The bind groups (one per `@group`) for these resources in binding order, cached: pipelines that
+   * @internal The bind groups (one per `@group`) for these resources in binding order, cached: pipelines that
    * launch the same kernel on the same buffers (every chunk of a ring) skip `createBindGroup`.
    * Weak (a dropped buffer is collected, with its groups); at most about 512 made, then started over.
    */
@@ -151,7 +151,7 @@ export class Kernel {
     return this.bindings.length;
   }
 
-  /** The pipeline for a set of override constants, created on first use inside an error scope. */
+  /** @internal The pipeline for a set of override constants, created on first use inside an error scope. */
   pipeline(constants: Record<string, number> | undefined): PipelineEntry {
     // A launch with one constant at the value of the last such launch (a loop) skips the key string.
     const last = this.#last;
@@ -193,7 +193,7 @@ export class Kernel {
     return entry;
   }
 
-  /** Checks override constants against the WGSL; throws InvalidArgumentError naming the bad key. */
+  /** @internal Checks override constants against the WGSL; throws InvalidArgumentError naming the bad key. */
   checkConstants(constants: unknown, site: ErrorSite): Record<string, number> | undefined {
     for (let i = 0; i < this.#required.length; i++) {
       const k = this.#required[i]!;

@@ -279,6 +279,7 @@ export class DeviceBuffer extends DeviceResource {
     this.judge(made.outOfMemory, null);
   }
 
+  /** @internal */
   get noun(): 'buffer' {
     return 'buffer';
   }

@@ -11,7 +11,7 @@
 import type { StreamError } from './errors.js';
 import type { DeviceResource } from './memory.js';
 import type { PinnedBuffer } from './pinned.js';
-import type { Kernel } from './kernels.js';
+import type { Kernel, PipelineEntry } from './kernels.js';
 import type { StagingSlice } from './transfer.js';
 import type { TextureRegion } from './texture.js';
 import type { StreamClock, VectorClock } from './clock.js';
@@ -21,7 +21,7 @@ export type OpKind = 'launch' | 'copy' | 'upload' | 'download' | 'encode' | 'hos
 export interface LaunchPayload {
   kind: 'launch';
   kernel: Kernel;
-  pipeline: ReturnType<Kernel['pipeline']>;
+  pipeline: PipelineEntry;
   /** Resources in the kernel's binding order: buffers, texture views, samplers. */
   bindings: (GPUBuffer | GPUTextureView | GPUSampler)[];
   /** The texture behind each texture binding (null elsewhere), for the sanitizer; null when none. */

@@ -4,7 +4,7 @@
  * it: the header says where each tensor is, and `stream.uploadFrom(file, dst, range)` moves it.
  */
 import { InvalidArgumentError, UploadSourceError } from './errors.js';
-import { expectInteger, showValue } from './validate.js';
+import { expectInteger, expectObject, expectString, showValue } from './validate.js';
 import { isRandomAccess, type RandomAccessSource } from './upload-from.js';
 
 /** Bytes per element of each safetensors dtype. */
@@ -25,6 +25,7 @@ export interface TensorInfo {
 
 export class SafetensorsFile {
   private constructor(
+    /** The source it was opened from (its uploads read it). */
     readonly source: RandomAccessSource,
     /** Tensors in file order. */
     readonly tensors: readonly TensorInfo[],
@@ -105,6 +106,7 @@ export class SafetensorsFile {
 
   /** The bytes `tensors` span, which must lie back to back in the file: one `uploadFrom` moves them all. */
   span(tensors: readonly TensorInfo[]): { offset: number; size: number } {
+    if (!Array.isArray(tensors) || !tensors.every((t) => this.tensors.includes(t as TensorInfo))) throw new InvalidArgumentError(`Expected an array of this file's tensors (its tensors, layer(i) or a part of them), got ${showValue(tensors)}`, { op: 'safetensors.span' });
     if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span (a layer() past the last layer has none)', { op: 'safetensors' });
     const sorted = [...tensors].sort(inFileOrder);
     for (let k = 1; k < sorted.length; k++) {
@@ -140,15 +142,28 @@ async function readExactly(src: RandomAccessSource, at: number, n: number, bad: 
  * for tensors laid out back to back in the given order; write each tensor's bytes after it.
  */
 export function safetensorsHeader(tensors: readonly { name: string; dtype: string; shape: readonly number[] }[], metadata?: Record<string, string>): Uint8Array {
-  const header: Record<string, unknown> = metadata ? { __metadata__: metadata } : {};
-  let at = 0;
-  for (const t of tensors) {
-    const bytes = DTYPE_BYTES[t.dtype];
-    if (!bytes) throw new InvalidArgumentError(`unknown dtype '${t.dtype}' for '${t.name}'; known: ${Object.keys(DTYPE_BYTES).join(', ')}`, { op: 'safetensors' });
-    const size = t.shape.reduce((p, d) => p * d, bytes);
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + size] };
-    at += size;
+  const site = { op: 'safetensors' };
+  if (!Array.isArray(tensors)) throw new InvalidArgumentError(`Expected \`tensors\` to be an array of { name, dtype, shape }, got ${showValue(tensors)}`, site);
+  // A null-prototype header: a tensor named '__proto__' is a key like any other.
+  const header: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  if (metadata !== undefined) {
+    const m = expectObject('metadata', metadata, site);
+    for (const [k, v] of Object.entries(m)) if (typeof v !== 'string') throw new InvalidArgumentError(`metadata '${k}' is ${showValue(v)}; safetensors metadata values are strings`, site);
+    header.__metadata__ = m;
   }
+  let at = 0;
+  tensors.forEach((t, i) => {
+    const o = expectObject(`tensors[${i}]`, t, site);
+    const name = expectString(`tensors[${i}].name`, o.name, site);
+    if (name === '__metadata__' || Object.hasOwn(header, name)) throw new InvalidArgumentError(`tensors[${i}] is named '${name}', ${name === '__metadata__' ? "the header's metadata key" : 'as an earlier tensor is'}; names are unique`, site);
+    const bytes = DTYPE_BYTES[o.dtype as string];
+    if (!bytes) throw new InvalidArgumentError(`unknown dtype ${showValue(o.dtype)} for '${name}'; known: ${Object.keys(DTYPE_BYTES).join(', ')}`, site);
+    if (!Array.isArray(o.shape)) throw new InvalidArgumentError(`Expected the shape of '${name}' to be an array of dimensions, got ${showValue(o.shape)}`, site);
+    const shape = (o.shape as unknown[]).map((d, j) => expectInteger(`shape[${j}] of '${name}'`, d, 0, Number.MAX_SAFE_INTEGER, site));
+    const size = shape.reduce((p, d) => p * d, bytes);
+    header[name] = { dtype: o.dtype, shape, data_offsets: [at, at + size] };
+    at += size;
+  });
   const json = new TextEncoder().encode(JSON.stringify(header));
   const pad = (8 - ((8 + json.byteLength) % 8)) % 8;
   const out = new Uint8Array(8 + json.byteLength + pad).fill(0x20);
@@ -161,6 +176,7 @@ export function safetensorsHeader(tensors: readonly { name: string; dtype: strin
 export function encodeSafetensors(tensors: readonly { name: string; dtype: string; shape: readonly number[]; data: Uint8Array }[], metadata?: Record<string, string>): Uint8Array {
   const head = safetensorsHeader(tensors, metadata);
   for (const t of tensors) {
+    if (!(t.data instanceof Uint8Array)) throw new InvalidArgumentError(`Expected the data of '${t.name}' to be a Uint8Array, got ${showValue(t.data)}`, { op: 'safetensors' });
     const want = t.shape.reduce((p, d) => p * d, DTYPE_BYTES[t.dtype]!);
     if (t.data.byteLength !== want) throw new InvalidArgumentError(`'${t.name}' (${t.dtype} [${t.shape.join(', ')}]) needs ${want} bytes, got ${t.data.byteLength}`, { op: 'safetensors' });
   }

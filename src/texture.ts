@@ -109,6 +109,7 @@ export class DeviceTexture extends DeviceResource {
     this.track(this.texture);
   }
 
+  /** @internal */
   get noun(): 'texture' {
     return 'texture';
   }

@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, type RaceReport } from './errors.js';
 import { OpTimes, type Op } from './op.js';
-import { expectFunction, expectInteger, expectString, showValue } from './validate.js';
+import { expectBoolean, expectFunction, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 
 const SPAN_KINDS: readonly TraceSpan['kind'][] = ['upload', 'download', 'copy', 'kernel', 'host', 'event', 'wait', 'fill', 'read'];
 
@@ -81,7 +81,13 @@ export class Trace {
    * pass or two: turn it on around the part you want on a timeline. @default the context's
    * `trace.gpuTimestamps` option (false)
    */
-  gpuTimestamps = false;
+  get gpuTimestamps(): boolean {
+    return this.#gpuTimestamps;
+  }
+  set gpuTimestamps(on: boolean) {
+    this.#gpuTimestamps = expectBoolean('trace.gpuTimestamps', on, { op: 'trace.gpuTimestamps' });
+  }
+  #gpuTimestamps = false;
 
   /** Races the context's stream sanitizer reported while tracing (the last `limit`). */
   readonly races: RaceReport[] = [];
@@ -177,6 +183,7 @@ export class Trace {
 
   /** The GPU times of an op in host ms, or null when it has no timestamps (or no clock yet). */
   gpuTimes(r: OpRecord): { start: number; end: number } | null {
+    if (typeof r !== 'object' || r === null) throw new InvalidArgumentError(`Expected an OpRecord (one of trace.records), got ${showValue(r)}`, { op: 'trace.gpuTimes' });
     if (r.gpuBegin === null || r.gpuEnd === null || !this.#clock) return null;
     const start = this.#clock.gpuToHostMs(r.gpuBegin);
     const end = this.#clock.gpuToHostMs(r.gpuEnd);
@@ -258,7 +265,17 @@ export interface ChromeTraceOptions {
  * order of first use) with their names and sort order, times in microseconds from `origin`.
  */
 export function toChromeTraceEvents(spans: readonly TraceSpan[], options: ChromeTraceOptions = {}): ChromeTraceEvent[] {
+  const site = { op: 'toChromeTrace' };
+  if (!Array.isArray(spans)) throw new InvalidArgumentError(`Expected \`spans\` to be an array of TraceSpan (trace.spans()), got ${showValue(spans)}`, site);
+  spans.forEach((s, i) => void expectObject(`spans[${i}]`, s, site));
+  const o = expectObject('options', options, site);
+  expectKnownKeys('options', o, ['pid', 'process', 'origin', 'args', 'links'], site);
   const { pid = 1, process = 'webgpu-streams', origin = 0, args = {}, links = [] } = options;
+  expectInteger('pid', pid, 0, Number.MAX_SAFE_INTEGER, site);
+  expectString('process', process, site);
+  if (!Number.isFinite(origin)) throw new InvalidArgumentError(`Expected \`origin\` to be a finite number (ms), got ${showValue(origin)}`, site);
+  expectObject('args', args, site);
+  if (!Array.isArray(links)) throw new InvalidArgumentError(`Expected \`links\` to be an array of TraceLink, got ${showValue(links)}`, site);
   const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))].filter((l) => l !== 'host' || spans.some((s) => s.lane === 'host'));
   const tid = new Map(lanes.map((l, i) => [l, i + 1]));
   const events: ChromeTraceEvent[] = [

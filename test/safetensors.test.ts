@@ -138,4 +138,26 @@ describe(`safetensors (seed ${seed})`, () => {
     expect(JSON.parse(new TextDecoder().decode(h.subarray(8)))).toEqual({ a: { dtype: 'BF16', shape: [3], data_offsets: [0, 6] } });
     expect(() => encodeSafetensors([{ name: 'a', dtype: 'F32', shape: [2], data: new Uint8Array(4) }])).toThrow(/needs 8 bytes, got 4/);
   });
+
+  it('writes only what its reader accepts: duplicate or reserved names, non-integer shapes, metadata that is no strings are refused at the call', async () => {
+    const t = (name: string, shape: unknown = [1]): never => ({ name, dtype: 'F32', shape, data: new Uint8Array(4) }) as never;
+    const refused = (f: () => unknown, message: RegExp): void => {
+      expect(f).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'safetensors', message: expect.stringMatching(message) }));
+    };
+    refused(() => encodeSafetensors([t('a'), t('a')]), /tensors\[1\] is named 'a', as an earlier tensor is; names are unique/);
+    refused(() => encodeSafetensors([t('__metadata__')]), /tensors\[0\] is named '__metadata__', the header's metadata key/);
+    refused(() => encodeSafetensors([t('a')], { a: 1 } as never), /metadata 'a' is `1` \(number\); safetensors metadata values are strings/);
+    refused(() => safetensorsHeader([{ name: 'a', dtype: 'F32', shape: [1.5] }]), /shape\[0\] of 'a'/);
+    refused(() => encodeSafetensors([t('a', 'x')]), /the shape of 'a' to be an array/);
+    refused(() => encodeSafetensors([null as never]), /tensors\[0\]/);
+    refused(() => encodeSafetensors(null as never), /`tensors` to be an array/);
+    // A tensor named like an Object.prototype key is a tensor like any other, and reads back.
+    const seed0 = randomSeed();
+    const data = new Uint8Array(rng(seed0).u32Array(2).buffer as ArrayBuffer);
+    const bytes = encodeSafetensors([{ name: '__proto__', dtype: 'F32', shape: [1], data: data.subarray(0, 4) }, { name: 'b', dtype: 'F32', shape: [1], data: data.subarray(4) }], { format: 'pt' });
+    const st = await SafetensorsFile.open({ size: bytes.byteLength, read: async (into, at) => (into.set(bytes.subarray(at, at + into.byteLength)), Math.min(into.byteLength, bytes.byteLength - at)) });
+    expect(st.tensors.map((x) => x.name)).toEqual(['__proto__', 'b']);
+    expect(st.metadata).toEqual({ format: 'pt' });
+    expect(() => st.span(null as never)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'safetensors.span' }));
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gpuContext } from './fixtures/gpu.js';
+import { toChromeTraceEvents } from '../src/index.js';
 
 describe('trace memory is bounded', () => {
   it('op records and the submit log keep about `trace.limit` entries', async () => {
@@ -30,6 +31,22 @@ describe('trace memory is bounded', () => {
     for (let i = 0; i < 5000; i++) c.trace.mark('app', 'host', `n${i}`, i, i + 0.5);
     expect(c.trace.spans().length).toBeLessThanOrEqual(1250);
     for (const bad of [NaN, 0, 1.5]) expect(() => (c.trace.limit = bad), String(bad)).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'trace.limit' }));
+    c.destroy();
+  });
+
+  it('the export, gpuTimes and gpuTimestamps check their arguments (a TypeError, an unknown option or a string pid got through)', async () => {
+    const c = await gpuContext({ trace: true });
+    const refused = (f: () => unknown, op: string, message: RegExp): void => {
+      expect(f).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op, message: expect.stringMatching(message) }));
+    };
+    refused(() => toChromeTraceEvents(null as never), 'toChromeTrace', /`spans` to be an array/);
+    refused(() => toChromeTraceEvents([null as never]), 'toChromeTrace', /spans\[0\]/);
+    refused(() => c.trace.toChromeTrace(5 as never), 'toChromeTrace', /`spans` to be an array/);
+    refused(() => toChromeTraceEvents([], { bogus: 1 } as never), 'toChromeTrace', /Unknown option `options.bogus`/);
+    refused(() => toChromeTraceEvents([], { pid: 'x' as never }), 'toChromeTrace', /pid/);
+    refused(() => c.trace.gpuTimes(null as never), 'trace.gpuTimes', /Expected an OpRecord/);
+    refused(() => (c.trace.gpuTimestamps = 1 as never), 'trace.gpuTimestamps', /trace.gpuTimestamps/);
+    expect(c.trace.gpuTimestamps).toBe(false);
     c.destroy();
   });
 

@@ -95,6 +95,13 @@ describe('the packed tarball', () => {
     for (const f of dts) expect(readFileSync(join(installed, 'dist/lib', f), 'utf8'), f).not.toMatch(/["'][^"'\n]*(?:\.wgsl|\?raw)["']/);
   });
 
+  it('the declarations leave out what is internal: Kernel is made by ctx.kernel(), its pipelines and bind groups are the library\'s', () => {
+    const kernels = readFileSync(join(installed, 'dist/lib/kernels.d.ts'), 'utf8');
+    for (const name of ['constructor(', 'bindGroups(', 'pipeline(', 'checkConstants(']) expect(kernels, name).not.toContain(name);
+    expect(kernels).toContain('get bindingCount()');
+    for (const f of ['memory.d.ts', 'texture.d.ts']) expect(readFileSync(join(installed, 'dist/lib', f), 'utf8'), f).not.toMatch(/get noun\(\)/);
+  });
+
   it("'webgpu-streams' never loads webgpu or node: modules; the Node entry loads them only when called", () => {
     /** Bare specifiers reached from an entry through its relative imports, static and dynamic apart. */
     const reach = (entry: string) => {
