@@ -49,6 +49,71 @@ export function retireStreamClock(sc: StreamClock): void {
   retired.push({ entry: sc.entry, last: sc.vc[sc.entry] ?? 0 });
 }
 
+/**
+ * The host saw `seen` (`q`'s clock) complete. When nothing of `q` is left unseen, it gives its entry
+ * back and takes one again at its next op: streams synchronized and dropped without destroy() would
+ * otherwise each keep an entry (and lengthen every clock) until collected.
+ */
+export function hostSaw(q: { clock: StreamClock | null; tail: { done: boolean } | null }, seen?: VectorClock | null): void {
+  joinHost(seen);
+  const sc = q.clock;
+  if (!sc || sc.retired || (q.tail && !q.tail.done) || (sc.vc[sc.entry] ?? 0) > (host.clock[sc.entry] ?? 0)) return;
+  retireStreamClock(sc);
+  q.clock = null;
+}
+
+/**
+ * Host functions enqueued and not done, with their clocks: their accesses, checked when they run,
+ * are as old as their enqueue, so an access the host has seen complete since may race with them.
+ */
+const pendingFns: { fn: { readonly done: boolean }; vc: VectorClock }[] = [];
+/** The entry-wise least of pendingFns' clocks (null: none), and of it and the host's clock, as of host clock `floorVersion`. */
+let fnFloor: number[] | null = null;
+let floor: VectorClock = host.clock;
+let floorVersion = -1;
+let pruneAt = 64;
+
+const minInto = (into: number[], from: VectorClock): void => {
+  for (let i = 0; i < into.length; i++) into[i] = Math.min(into[i]!, from[i] ?? 0);
+};
+
+/** A host function `fn` enqueued at clock `vc`: until done, what it may touch keeps its accesses (accessFloor). */
+export function addPendingHostFn(fn: { readonly done: boolean }, vc: VectorClock): void {
+  pendingFns.push({ fn, vc });
+  if (fnFloor) minInto(fnFloor, vc);
+  else fnFloor = vc.slice();
+  if (floorVersion === host.version) minInto((floor = floor === host.clock ? host.clock.slice() : floor) as number[], vc);
+}
+
+/**
+ * Done host functions dropped and the floors worked out again: when the host's clock moved, or the
+ * list doubled. In between they may be stale, which is lower: more accesses kept, never fewer.
+ */
+function refresh(): void {
+  if (floorVersion === host.version && pendingFns.length < pruneAt) return;
+  floorVersion = host.version;
+  let kept = 0;
+  for (let i = 0; i < pendingFns.length; i++) if (!pendingFns[i]!.fn.done) pendingFns[kept++] = pendingFns[i]!;
+  pendingFns.length = kept;
+  pruneAt = Math.max(64, 2 * kept);
+  fnFloor = kept ? pendingFns[0]!.vc.slice() : null;
+  for (let i = 1; i < kept; i++) minInto(fnFloor!, pendingFns[i]!.vc);
+  const f = fnFloor;
+  floor = f ? host.clock.map((x, i) => Math.min(x, f[i] ?? 0)) : host.clock;
+}
+
+/** What every access from now on follows: the host's clock, or its entry-wise least with the pending host functions' clocks. */
+export function accessFloor(): VectorClock {
+  refresh();
+  return floor;
+}
+
+/** The entry-wise least of the pending host functions' clocks, or null when none is pending. */
+export function hostFnFloor(): VectorClock | null {
+  refresh();
+  return fnFloor;
+}
+
 /** `into` = max(`into`, `from`), entry by entry; true when it changed. */
 export function join(into: number[], from: VectorClock): boolean {
   let changed = false;

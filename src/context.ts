@@ -221,7 +221,7 @@ export class Context {
     if (traceLimit !== undefined) this.trace.limit = traceLimit;
     this.#staging = new StagingPool(device, this.memory, stagingPoolBytes);
     this.trace.gpuTimestamps = traceGpu;
-    const sanitizer = sanitize === false ? null : new Sanitizer(sanitize, label, traceOn ? this.trace : null);
+    const sanitizer = sanitize === false ? null : new Sanitizer(sanitize, label, traceOn ? this.trace : null, captureStacks === 'all');
     this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label, sanitizer);
     const scheduler = this.#scheduler;
     internals.set(this, { scheduler, staging: this.#staging });
@@ -248,7 +248,7 @@ export class Context {
       device,
       label,
       captureStacks,
-      uploadPieceBytes,
+      uploadPieceBytes: sanitize === 'throw' ? 0 : uploadPieceBytes, // whole: a race in a later piece would throw after the first was enqueued
       limits: {
         maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,
         maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,

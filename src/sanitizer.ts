@@ -19,7 +19,7 @@
  * each context reports its own ops' races in its own mode.
  */
 import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
-import { host, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
+import { accessFloor, addPendingHostFn, host, hostFnFloor, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
 import { TextureRegion, WHOLE } from './texture.js';
@@ -56,13 +56,11 @@ const shadows = new WeakMap<GPUBuffer | GPUTexture, Shadow>();
 const NONE: VectorClock = [];
 /** Host functions' clocks, for what they touch and enqueue while running. */
 const hostFnClocks = new WeakMap<Op, VectorClock>();
-/**
- * Host functions enqueued and not done: their accesses, checked when they run, are as old as their
- * enqueue, so an access the host has seen complete since may still race with them and is kept.
- */
-const pendingHostFns: Op[] = [];
 /** Accesses kept per buffer at most; past it those of the lowest offsets go (fewer finds, never false ones). */
 const MAX_ACCESSES = 1 << 16;
+
+/** @internal tests: how many accesses of `b` the sanitizer holds. */
+export const heldAccesses = (b: GPUBuffer | GPUTexture): number => shadows.get(b)?.list.length ?? 0;
 
 function clockOf(q: StreamQueue): StreamClock {
   return (q.clock ??= newStreamClock());
@@ -83,6 +81,8 @@ export class Sanitizer {
     readonly label: string,
     /** The context's trace while tracing: races go on its timeline as links. */
     readonly trace: { addRace(r: RaceReport): void } | null = null,
+    /** Keep the stack of every host access of a pinned view (captureStacks 'all'), for a race it is the first access of. */
+    readonly hostSites = false,
   ) {}
 
   /**
@@ -122,7 +122,7 @@ export class Sanitizer {
     recordOp(op, vc, sc.entry, site);
     if (p.kind === 'hostFn') {
       hostFnClocks.set(op, vc);
-      pendingHostFns.push(op);
+      addPendingHostFn(op, vc);
     }
     const pinned = op.pinned;
     if (pinned) join((pinned.usersClock ??= []), vc);
@@ -152,7 +152,7 @@ export class Sanitizer {
       const site = captureSite(true);
       this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
     }
-    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: undefined });
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? captureSite(true) : undefined });
   }
 
   /** Unrecorded waits warned about, by stream and event, each once. */
@@ -275,31 +275,7 @@ class Shadow {
   }
 }
 
-/**
- * What every access from now on follows: the host's clock, or where host functions are pending,
- * the entry-wise least of it and their clocks (their accesses come later but are as old as them).
- */
-function floor(): VectorClock {
-  let kept = 0;
-  for (let i = 0; i < pendingHostFns.length; i++) if (!pendingHostFns[i]!.done) pendingHostFns[kept++] = pendingHostFns[i]!;
-  pendingHostFns.length = kept;
-  if (kept === 0) return host.clock;
-  const fns = hostFnFloor();
-  return host.clock.map((x, i) => Math.min(x, fns[i] ?? 0));
-}
-
-/** The entry-wise least of the pending host functions' clocks (after `floor()` pruned the done ones). */
-function hostFnFloor(): VectorClock {
-  let f: number[] | null = null;
-  for (const op of pendingHostFns) {
-    const c = hostFnClocks.get(op)!;
-    if (!f) f = c.slice();
-    else for (let i = 0; i < f.length; i++) f[i] = Math.min(f[i]!, c[i] ?? 0);
-  }
-  return f ?? NONE;
-}
-
-/** Ordered before every access to come (`floor()`). */
+/** Ordered before every access to come (`accessFloor()`). */
 const before = (a: Access, f: VectorClock): boolean => a.epoch <= (f[a.entry] ?? 0);
 
 /** The access of `buffer` nearest the end that conflicts with this one and is ordered neither way; nothing is changed. */
@@ -334,10 +310,12 @@ function record(buffer: GPUBuffer | GPUTexture, acc: Access): void {
   const vc = acc.vc;
   let list = sh.list;
   // Covered by `acc` and ordered before it: a later access that races with one of them races
-  // with `acc` too (a read cannot stand in for a write). Not so for a pending host function's view,
-  // checked when it runs but as old as its enqueue: keep what one of those does not follow.
-  const f = floor();
-  const fns = pendingHostFns.length > 0 ? hostFnFloor() : null;
+  // with `acc` too (a read cannot stand in for a write). Not so for a pending host function's view
+  // of a mappable buffer, checked when it runs but as old as its enqueue: keep what it does not
+  // follow, unless `acc` is the host's own (whose clock no pending host function is in).
+  const f = accessFloor();
+  const fns = acc.op || acc.entry !== 0 ? hostFnFloor() : null;
+  const mappable = fns !== null && !('format' in buffer) && (buffer.usage & 3) !== 0; // MAP_READ | MAP_WRITE
   const hi = sh.upper(acc.end);
   let lo = hi;
   const from = acc.start - sh.maxLen;
@@ -352,7 +330,7 @@ function record(buffer: GPUBuffer | GPUTexture, acc: Access): void {
     const win: Access[] = [];
     for (let i = lo; i < hi; i++) {
       const a = list[i]!;
-      const covered = acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write) && a.epoch <= (vc[a.entry] ?? 0) && (!fns || a.epoch <= (fns[a.entry] ?? 0));
+      const covered = acc.start <= a.start && a.end <= acc.end && (acc.write || !a.write) && a.epoch <= (vc[a.entry] ?? 0) && (!mappable || a.epoch <= (fns[a.entry] ?? 0));
       if (covered || before(a, f)) continue;
       if (!placed && a.start >= acc.start) {
         win.push(acc);

@@ -9,7 +9,7 @@ import { argName, CallSite, type Site } from './call-site.js';
 import { checkSyncRecorder, commandBuffers, declaredRanges, type EncodeOptions } from './encode-op.js';
 import { copyRange, workgroupCounts, type CopyOptions } from './stream-args.js';
 import { GpuEvent } from './event.js';
-import { joinHost, retireStreamClock } from './clock.js';
+import { hostSaw, retireStreamClock } from './clock.js';
 import { BufferUsage, TextureUsage } from './gpu-constants.js';
 import { Kernel } from './kernels.js';
 import { launchResources, type Binding, type UnwrapBuffer } from './launch-args.js';
@@ -23,7 +23,7 @@ import { submittedQueue, synchronizeQueue } from './scheduler/wait.js';
 import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { peerSource } from './peer.js';
-import { planTransfer, readsAhead, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
+import { claim, planTransfer, readsAhead, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
 import { checkAttached, expectFunction, expectKnownKeys, expectObject, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /** A stream collected without `destroy()` is destroyed then: the context forgets it once its work is done. */
@@ -281,6 +281,7 @@ export class Stream {
     // A source read ahead does not depend on this stream's work: the copies need only their place in the queue behind it.
     const afterOrdered = readsAhead(source);
     const op = this.#enqueue({ kind: 'hostFn', fn: () => runTransfer(t), own: true, reads, writes, cleanup: () => release(t), afterOrdered }, NONE, tracked, site, site.op, d.label);
+    claim(t); // not before: a call refused (a race) leaves the source to a later one
     this.#reader.add(t); // a file is read while earlier work runs
     t.ordered = () => this.#host.scheduler.markOrdered(op);
     return op.id;
@@ -366,7 +367,7 @@ export class Stream {
   query(): boolean {
     const tail = this.queue.tail;
     const done = !tail || tail.done;
-    if (done) joinHost(this.queue.clock?.vc);
+    if (done) hostSaw(this.queue, this.queue.clock?.vc);
     return done;
   }
 

@@ -180,11 +180,15 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   let finishReader!: () => void;
   let markStarted!: () => void;
   let markEnded!: () => void;
-  if (!random && singleUse(source)) claimed.add(source);
   const readerDone = new Promise<void>((r) => (finishReader = r));
   const started = new Promise<void>((r) => (markStarted = r));
   const ended = new Promise<void>((r) => (markEnded = r));
   return { source: source as UploadSource, offset, size, dstLabel, dstOffset, room, ring, ringSize: Math.max(1, Math.min(ringMax, pieces)), site: at, gate: Promise.resolve(), taken: [], copied: 0, onCopied: null, pieces: [], onPiece: null, stopped: false, failed: false, readerDone, finishReader, started, markStarted, ended, markEnded, ran: false };
+}
+
+/** `t`'s op is enqueued: a single-use source (a stream, a generator) cannot be given to another uploadFrom. */
+export function claim(t: Transfer): void {
+  if (!isRandomAccess(t.source) && singleUse(t.source)) claimed.add(t.source);
 }
 
 /** The op is done, run or not: read no more of it, and give its ring back once no read touches it (a copy still in flight keeps its buffer until done: take() callers wait on ready()). */

@@ -6,8 +6,10 @@
  * call with nothing enqueued, 'warn', a function), and what it costs nothing when off.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { gpuContext, rng, randomSeed, vectorAddRef } from './fixtures/gpu.js';
-import { gate } from './fixtures/gate.js';
+import { firstMismatch, gpuContext, rng, randomSeed, vectorAddRef } from './fixtures/gpu.js';
+import { delay, gate } from './fixtures/gate.js';
+import { host } from '../src/clock.js';
+import { heldAccesses } from '../src/sanitizer.js';
 import { createContext, StreamRaceError, workgroupsFor, type Context, type DeviceBuffer, type GpuEvent, type PinnedBuffer, type RaceReport, type Stream } from '../src/index.js';
 import { benchKernels } from '../bench/kernels/index';
 
@@ -621,6 +623,60 @@ describe('stream sanitizer: modes', () => {
     }
   });
 
+  it("'throw' refuses a pageable upload whole (in pieces, the first was enqueued and written before a later one threw), and a refused uploadFrom leaves its source to the next call", async () => {
+    const ctx = await gpuContext({ sanitize: 'throw', uploadPieceBytes: 4096, label: 'pieces' });
+    try {
+      const [a, b] = [ctx.createStream({ label: 'a', nonBlocking: true }), ctx.createStream({ label: 'b', nonBlocking: true })];
+      const x = ctx.alloc(8192, { label: 'px' });
+      const seed0 = randomSeed(), g = rng(seed0);
+      const first = g.u32Array(2048), second = g.u32Array(2048);
+      a.upload(first, x);
+      await a.synchronize();
+      a.download(x, new Uint32Array(1024), { srcOffset: 4096, size: 4096 }); // reads the second half
+      expect(() => b.upload(second, x)).toThrow(StreamRaceError);
+      expect(b.pendingOps, 'no piece was enqueued').toBe(0);
+      await ctx.synchronize();
+      const back = new Uint32Array(2048);
+      b.download(x, back);
+      await b.synchronize();
+      expect(firstMismatch(back, first), `seed ${seed0}`).toBeNull();
+      // uploadFrom: refused by a race, then given again with the wait that orders it.
+      const data = new Uint8Array(g.u32Array(2048).buffer as ArrayBuffer);
+      const source = new Blob([data]).stream();
+      a.download(x, new Uint32Array(2048));
+      expect(() => b.uploadFrom(source, x)).toThrow(StreamRaceError);
+      b.waitStream(a);
+      b.uploadFrom(source, x);
+      b.download(x, back);
+      await ctx.synchronize();
+      expect(firstMismatch(new Uint8Array(back.buffer), data), `seed ${seed0}`).toBeNull();
+    } finally {
+      ctx.destroy();
+    }
+  });
+
+  it("with captureStacks 'all' a race whose first access is the host's view names the host's line", async () => {
+    const got: RaceReport[] = [];
+    const ctx = await gpuContext({ sanitize: (x) => void got.push(x), captureStacks: 'all', label: 'host first' });
+    try {
+      const p = ctx.allocHost(BYTES, 'upload', { label: 'hf' });
+      await p.ready();
+      const x = ctx.alloc(BYTES);
+      const s = ctx.createStream({ label: 's', nonBlocking: true }), g = gate();
+      s.hostFn(() => g.wait);
+      s.hostFn(() => void p.u32[1]); // enqueued before the host's write, run after it
+      p.u32[0] = 1; // the first access
+      g.open();
+      await ctx.synchronize();
+      expect(got).toHaveLength(1);
+      expect(got[0]!.first).toMatchObject({ kind: 'host' });
+      expect(got[0]!.first!.callSite).toMatch(/sanitizer\.test\.ts/);
+      x.destroy();
+    } finally {
+      ctx.destroy();
+    }
+  });
+
   it("'warn' prints the report once and goes on", async () => {
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
     const ctx = await gpuContext({ sanitize: 'warn', label: 'W' });
@@ -709,5 +765,91 @@ describe('stream sanitizer: streams that come and go', () => {
     g.open();
     await A.synchronize().catch(() => undefined);
     for (const s of readers) s.destroy();
+  });
+
+  it('streams synchronized and dropped without destroy() give their clock entries back (they lengthened every clock until collected)', async () => {
+    const ctx = await gpuContext({ sanitize: 'throw', label: 'churn' });
+    try {
+      const x = ctx.alloc(BYTES, { label: 'cx' });
+      const kept: Stream[] = []; // alive (as if the app held them), their work seen by the host
+      for (let i = 0; i < 300; i++) {
+        const s = ctx.createStream({ label: `churn${i}`, nonBlocking: true });
+        kept.push(s);
+        s.upload(r.f32Array(N), x);
+        if (i % 2) await s.synchronize();
+        else await ctx.synchronize();
+      }
+      expect(kept.filter((k) => k.queue.clock !== null).length, 'streams holding a clock entry: none has work the host has not seen').toBe(0);
+      // A stream that gave its entry back takes one at its next op, and its races are still found.
+      const [a, b] = [ctx.createStream({ label: 'a', nonBlocking: true }), ctx.createStream({ label: 'b', nonBlocking: true })];
+      a.upload(r.f32Array(N), x);
+      await a.synchronize();
+      a.upload(r.f32Array(N), x);
+      expect(() => b.download(x, new Float32Array(N))).toThrow(StreamRaceError);
+      await ctx.synchronize();
+    } finally {
+      ctx.destroy();
+    }
+  });
+
+  it("ctx.synchronize() orders the host after the work of destroyed streams the context already forgot (a false race before), and their entries go to later streams", async () => {
+    const ctx = await gpuContext({ sanitize: 'throw', label: 'pruned' });
+    try {
+      const x = ctx.alloc(BYTES, { label: 'px' });
+      const writer = ctx.createStream({ label: 'writer', nonBlocking: true });
+      writer.upload(r.f32Array(N), x);
+      // Done, without the host seeing it through the library (a raw WebGPU wait), then destroyed.
+      ctx.flush();
+      await ctx.device.queue.onSubmittedWorkDone();
+      for (let i = 0; i < 100 && writer.pendingOps > 0; i++) await delay(1);
+      expect(writer.pendingOps).toBe(0);
+      writer.destroy();
+      const before = host.clock.length;
+      for (let round = 0; round < 4; round++) {
+        // Enough streams to make the context forget the destroyed ones whose work is done.
+        const many = Array.from({ length: 80 }, (_, i) => ctx.createStream({ label: `m${round}.${i}`, nonBlocking: true }));
+        for (const s of many) s.hostFn(() => undefined);
+        for (const s of many) s.destroy();
+        await ctx.synchronize();
+      }
+      const reader = ctx.createStream({ label: 'reader', nonBlocking: true });
+      const back = new Float32Array(N);
+      reader.download(x, back); // after ctx.synchronize(): ordered after writer's upload
+      await reader.synchronize();
+      expect(host.clock.length - before, 'entries of 320 destroyed streams, 80 alive at a time').toBeLessThanOrEqual(90);
+    } finally {
+      ctx.destroy();
+    }
+  });
+
+  it('host functions waiting to run keep only the accesses they may race with: those of mappable buffers not covered by the host (the cost grew with each pending one)', async () => {
+    const ctx = await gpuContext({ sanitize: 'throw', label: 'pending fns' });
+    const g = gate();
+    try {
+      const s = ctx.createStream({ label: 'held', nonBlocking: true });
+      s.hostFn(() => g.wait); // the host functions after it stay pending
+      const [a, b] = [ctx.alloc(BYTES, { label: 'ha' }), ctx.alloc(BYTES, { label: 'hb' })];
+      for (let i = 0; i < 2000; i++) {
+        s.hostFn(() => undefined);
+        s.copy(a, b);
+      }
+      expect(heldAccesses(b.buffer), 'copies of one stream into a device buffer cover each other').toBeLessThanOrEqual(2);
+      // A host function enqueued before the host's writes, run after them, races with them: the newest is kept for it.
+      const p = ctx.allocHost(BYTES, 'upload', { label: 'hp' });
+      await p.ready();
+      const q = ctx.createStream({ label: 'reads p', nonBlocking: true });
+      const g2 = gate();
+      q.hostFn(() => g2.wait);
+      q.hostFn(() => void p.f32[0]);
+      for (let i = 0; i < 500; i++) p.f32[i % N] = i;
+      expect(heldAccesses(p.buffer), "the host's own views cover each other").toBeLessThanOrEqual(2);
+      g2.open();
+      const failed = await q.synchronize().then(() => null, (e: unknown) => e as Error & { cause?: unknown });
+      expect(failed?.cause, String(failed)).toMatchObject({ name: 'StreamRaceError', report: { buffer: 'hp', first: { kind: 'host' } } });
+    } finally {
+      g.open();
+      await ctx.synchronize().catch(() => undefined);
+      ctx.destroy();
+    }
   });
 });

@@ -21,7 +21,7 @@ import { Completer, inherit, wakeDependents } from './complete.js';
 import { Encoder, type Batch } from './encode.js';
 import { StreamHeap } from './heap.js';
 import { deadlock } from './host.js';
-import { retireStreamClock } from '../clock.js';
+import { join, retireStreamClock } from '../clock.js';
 import type { Sanitizer } from '../sanitizer.js';
 
 export interface SchedulerOptions {
@@ -31,7 +31,6 @@ export interface SchedulerOptions {
 }
 
 type Resolver = { resolve: () => void; reject: (e: unknown) => void };
-
 const RESOLVED = Promise.resolve();
 
 /** Op ids are unique across contexts (host functions are found by id; see host.ts). */
@@ -40,6 +39,7 @@ let nextOpId = 1;
 export class Scheduler implements QueueOwner {
   /** Live streams (destroyed ones are dropped once their work is done and reported). */
   streams: StreamQueue[] = [];
+  readonly prunedClock: number[] = [];
   /** Prune when the list reaches this length (doubling: amortized O(1) per stream). */
   #pruneAt = 64;
   /** Streams with ops not yet ordered, each once (`busy`); idle ones leave at the next full scan. */
@@ -96,9 +96,11 @@ export class Scheduler implements QueueOwner {
     return q;
   }
 
-  /** Forgets destroyed streams whose work is done and whose failures were reported. */
+  /** Forgets destroyed streams whose work is done and whose failures were reported; ctx.synchronize() still joins their clocks (prunedClock). */
   prune(): void {
-    this.streams = this.streams.filter((q) => !(q.destroyed && q.active === 0 && q.waiting === 0 && !q.failures.some((f) => f.last > q.reportedCtx)));
+    const gone = (q: StreamQueue): boolean => q.destroyed && q.active === 0 && q.waiting === 0 && !q.failures.some((f) => f.last > q.reportedCtx);
+    for (const q of this.streams) if (q.clock && gone(q)) join(this.prunedClock, q.clock.vc);
+    this.streams = this.streams.filter((q) => !gone(q));
   }
 
   // ---------------------------------------------------------------- enqueue

@@ -4,7 +4,7 @@
  */
 import { AggregateStreamError, atCall, ownWords, type ErrorSite, type StreamError } from '../errors.js';
 import type { Op, StreamQueue } from '../op.js';
-import { joinHost } from '../clock.js';
+import { joinHost, hostSaw } from '../clock.js';
 import { deadlock } from './host.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -29,7 +29,7 @@ export async function synchronizeQueue(s: Scheduler, q: StreamQueue, signal?: Ab
   } finally {
     q.waiting--;
   }
-  joinHost(clock);
+  hostSaw(q, clock);
   const err = q.failureIn(from, upTo);
   if (s.closed) throw err ?? s.closed;
   if (upTo > q.reportedStream) q.reportedStream = upTo;
@@ -60,6 +60,7 @@ export async function submittedQueue(s: Scheduler, q: StreamQueue): Promise<void
 export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promise<void> {
   if (s.closed) throw s.closed;
   const marks = s.streams.map((q) => ({ q, from: q.reportedCtx, upTo: q.lastId, clock: q.clock?.vc }));
+  const pruned = s.prunedClock.slice(); // streams forgotten before the call: their work is done
   const tails: Op[] = [];
   for (const q of s.streams) if (q.tail && !q.tail.done) tails.push(q.tail);
   const stuck = deadlock(tails, `context '${s.label}'.synchronize()`);
@@ -73,7 +74,9 @@ export async function synchronizeAll(s: Scheduler, signal?: AbortSignal): Promis
   } finally {
     for (const m of marks) m.q.waiting--;
   }
+  joinHost(pruned);
   for (const m of marks) joinHost(m.clock);
+  for (const m of marks) hostSaw(m.q);
   if (s.closed) throw cutShort(s, marks) ?? s.closed;
   const errors: (StreamError | undefined)[] = [];
   for (const { q, from, upTo } of marks) {
