@@ -165,6 +165,14 @@ describe('a consumer project', () => {
     expect(result['early']).toMatch(/^at file:\/\/.*vendored[\\/]site\.mjs:8:/);
   });
 
+  it('a CommonJS require() gets the same entries where Node loads ES modules from require (20.19+, 22.12+)', async () => {
+    const process_ = process as unknown as { features: { require_module?: boolean } };
+    if (!process_.features.require_module) return;
+    const code = "const a = require('webgpu-streams'), b = require('webgpu-streams/node'); console.log(JSON.stringify([typeof a.createContext, typeof b.createNodeContext, typeof a.InvalidArgumentError]))";
+    const r = await run(process.execPath, ['-e', code], app, 60_000);
+    expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toEqual(['function', 'function', 'function']);
+  });
+
   it('without the webgpu package, createNodeContext says what to install', async () => {
     const dawn = join(app, 'node_modules', 'webgpu'), hidden = `${dawn}.hidden`;
     renameSync(dawn, hidden);
