@@ -11,7 +11,8 @@ import { DeviceTexture, textureOptions, type TextureOptions } from './texture.js
 import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
 import { Sanitizer, type SanitizeMode } from './sanitizer.js';
-import { Scheduler, watchDeviceLoss } from './scheduler/scheduler.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { unwatchDeviceLoss, watchDeviceLoss } from './scheduler/loss.js';
 import { synchronizeAll } from './scheduler/wait.js';
 import { deadlock, hostWindow } from './scheduler/host.js';
 import { StagingPool } from './transfer.js';
@@ -193,9 +194,7 @@ export class Context {
   readonly #owned: boolean;
   readonly #keepAlive: unknown;
   #destroyed = false;
-  #streams = 0;
-  #events = 0;
-  #buffers = 0;
+  readonly #made = { streams: 0, events: 0, buffers: 0 };
   #kernels: Partial<Record<keyof BuiltinKernels, Kernel>> = {};
   readonly #host: StreamHost;
   readonly #pinnedHost: PinnedHost;
@@ -289,7 +288,7 @@ export class Context {
     const asked = o.priority === undefined ? 0 : (o.priority as number);
     const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
-    const label = expectLabel(o.label, () => `stream#${++this.#streams}`, site);
+    const label = expectLabel(o.label, () => `stream#${++this.#made.streams}`, site);
     return new Stream(this.#host, this.#scheduler.createQueue(label, priority, nonBlocking));
   }
 
@@ -300,7 +299,7 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['timing', 'label'], site);
     const timing = o.timing === undefined ? false : expectBoolean('timing', o.timing, site);
-    const label = expectLabel(o.label, () => `event#${++this.#events}`, site);
+    const label = expectLabel(o.label, () => `event#${++this.#made.events}`, site);
     return new GpuEvent(
       {
         scheduler: this.#scheduler,
@@ -325,7 +324,7 @@ export class Context {
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
     const usage = o.usage === undefined ? DEFAULT_DEVICE_USAGE : checkUsage(expectInteger('usage', o.usage, 1, 0x3ff, site), site);
-    const label = expectLabel(o.label, () => `buffer#${++this.#buffers}`, site);
+    const label = expectLabel(o.label, () => `buffer#${++this.#made.buffers}`, site);
     const buffer = new DeviceBuffer(this.device, this.memory, bytes, label, usage);
     buffer.peer = this.#peer;
     buffer.context = this.label;
@@ -338,7 +337,7 @@ export class Context {
     this.#checkAlive('allocTexture');
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
-    const label = expectLabel(o.label, () => `texture#${++this.#buffers}`, site);
+    const label = expectLabel(o.label, () => `texture#${++this.#made.buffers}`, site);
     return new DeviceTexture(this.device, this.memory, textureOptions(options, this.device, label, site), site);
   }
 
@@ -354,7 +353,7 @@ export class Context {
     if (kind !== 'upload' && kind !== 'download') throw new InvalidArgumentError(`Expected \`kind\` to be 'upload' or 'download', got \`${String(kind)}\``, site);
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label'], site);
-    const label = expectLabel(o.label, () => `pinned#${++this.#buffers}`, site);
+    const label = expectLabel(o.label, () => `pinned#${++this.#made.buffers}`, site);
     return new PinnedBuffer(this.#pinnedHost, bytes, kind, label);
   }
 
@@ -423,6 +422,7 @@ export class Context {
     this.#staging.destroy();
     const reading = this.#ring.close();
     this.#scheduler.destroy();
+    unwatchDeviceLoss(this.device, this.#scheduler);
     if (this.#owned) {
       const device = this.device;
       const keepAlive = this.#keepAlive;

@@ -84,6 +84,28 @@ export function syncSignal(options: unknown, site: ErrorSite): AbortSignal | und
   return signal as AbortSignal | undefined;
 }
 
+/** Each signal's waits, behind one 'abort' listener however many share it (Node warns past 10 listeners). */
+const aborts = new WeakMap<AbortSignal, { fns: Set<() => void>; listener: () => void }>();
+
+/** Calls `fn` once `signal` aborts (not yet aborted); returns what takes it back. */
+export function whenAborted(signal: AbortSignal, fn: () => void): () => void {
+  let a = aborts.get(signal);
+  if (!a) {
+    const fns = new Set<() => void>();
+    a = { fns, listener: () => (aborts.delete(signal), fns.forEach((f) => f())) };
+    aborts.set(signal, a);
+    signal.addEventListener('abort', a.listener, { once: true });
+  }
+  const { fns, listener } = a;
+  fns.add(fn);
+  return () => {
+    if (fns.delete(fn) && fns.size === 0 && aborts.get(signal)?.fns === fns) {
+      aborts.delete(signal);
+      signal.removeEventListener('abort', listener);
+    }
+  };
+}
+
 /**
  * `wait` (a synchronize given `signal`) with its AbortError naming that synchronize and the line
  * that called it (the wait's own names the op it waited for); the line is captured only when there is a signal.

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { gpuContext, randomSeed, rng } from './fixtures/gpu.js';
+import { gate } from './fixtures/gate.js';
 import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { createNodeContext } from '../src/node.js';
 import { sameDevice, twoDevices } from './fixtures/cross-context.js';
@@ -240,6 +241,27 @@ describe('destroy and device loss', () => {
     } finally {
       owner.destroy();
     }
+  });
+
+  it('contexts on one device hear of its loss through one reaction (one each stayed on device.lost until the loss); a destroyed one leaves', async () => {
+    const device = await gpuContext({ label: 'lossy owner' });
+    const borrowers = await Promise.all([0, 1, 2].map((i) => createContext({ device: device.device, label: `borrower ${i}` })));
+    expect(new Set([device.lost, ...borrowers.map((b) => b.lost)]).size, 'one promise for the device').toBe(1);
+    borrowers[0]!.destroy();
+    const s = borrowers[1]!.createStream({ label: 'pending at loss' });
+    const g = gate();
+    s.hostFn(() => g.wait);
+    s.upload(new Uint32Array(16), borrowers[1]!.alloc(64));
+    const failed = s.synchronize().then(() => null, (e: unknown) => e);
+    device.device.destroy();
+    const info = await borrowers[2]!.lost;
+    expect(info.reason).toBe('destroyed');
+    g.open();
+    expect(await failed).toMatchObject({ name: 'DeviceLostError' });
+    expect(() => borrowers[2]!.createStream()).toThrow(expect.objectContaining({ name: 'DeviceLostError' }));
+    expect(() => borrowers[0]!.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+    for (const b of borrowers) b.destroy();
+    device.destroy();
   });
 
   it('device loss while a pageable download is being read back fails that op; nothing goes unhandled (it crashed the process)', async () => {

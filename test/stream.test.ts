@@ -5,6 +5,7 @@
  * Order is asserted through events, op completion and the scheduler's submit log, never through
  * wall-clock windows.
  */
+import { getEventListeners } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
@@ -264,6 +265,37 @@ describe('synchronize', () => {
     }
     open();
     await s.synchronize();
+  });
+
+  it('many waits on one signal hang one abort listener on it, taken off when they end (Node warned past 10)', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const streams = Array.from({ length: 16 }, (_, i) => ctx.createStream({ label: `shared signal ${i}` }));
+      let open!: () => void;
+      const wait = new Promise<void>((res) => (open = res));
+      for (const s of streams) s.hostFn(() => wait);
+      const ac = new AbortController();
+      const waits = [...streams.map((s) => s.synchronize({ signal: ac.signal })), ctx.synchronize({ signal: ac.signal })];
+      expect(getEventListeners(ac.signal, 'abort')).toHaveLength(1);
+      open();
+      await Promise.all(waits);
+      expect(getEventListeners(ac.signal, 'abort'), 'taken off once no wait is left').toHaveLength(0);
+      // Aborted: every wait rejects.
+      const g = gate();
+      for (const s of streams.slice(0, 12)) s.hostFn(() => g.wait);
+      const ac2 = new AbortController();
+      const aborted = streams.slice(0, 12).map((s) => s.synchronize({ signal: ac2.signal }).then(() => null, (e: unknown) => e));
+      ac2.abort();
+      for (const e of await Promise.all(aborted)) expect(e).toMatchObject({ name: 'AbortError' });
+      g.open();
+      await ctx.synchronize();
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   it('a signal aborted before the call rejects every kind of synchronize at once, idle or not, and a failure stays for the next wait', async () => {

@@ -21,6 +21,7 @@ import { Completer, inherit, wakeDependents } from './complete.js';
 import { Encoder, type Batch } from './encode.js';
 import { StreamHeap } from './heap.js';
 import { deadlock } from './host.js';
+import { whenAborted } from '../validate.js';
 import { join, retireStreamClock } from '../clock.js';
 import type { Sanitizer } from '../sanitizer.js';
 
@@ -371,14 +372,12 @@ export class Scheduler implements QueueOwner {
         reject(new AbortError(`wait for op '${op.kind}' #${op.id} on stream '${op.stream.label}' was aborted`, { ...op.site(), cause: signal?.reason }));
       };
       const done = (): void => {
-        signal?.removeEventListener('abort', onAbort);
+        off?.();
         this.#waiters.delete(r);
         resolve();
       };
-      if (signal) {
-        if (signal.aborted) return onAbort();
-        signal.addEventListener('abort', onAbort, { once: true });
-      }
+      if (signal?.aborted) return onAbort();
+      const off = signal ? whenAborted(signal, onAbort) : null;
       (op.waiters ??= []).push(done);
       this.#waiters.add(r);
     });
@@ -441,10 +440,4 @@ export class Scheduler implements QueueOwner {
   destroy(): void {
     this.#encoder.destroy();
   }
-}
-
-/** `device.lost` reaching `scheduler`, weakly and from outside a constructor (whose closures share `this`): a borrowed device outlives the contexts made on it. */
-export function watchDeviceLoss(device: GPUDevice, scheduler: Scheduler): Promise<{ reason: string; message: string }> {
-  const ref = new WeakRef(scheduler);
-  return device.lost.then((info) => (ref.deref()?.deviceLost(info.reason, info.message), { reason: info.reason, message: info.message }));
 }
