@@ -10,7 +10,7 @@ import { DEFAULT_DEVICE_USAGE, DeviceBuffer, MemoryStats, type PeerHost } from '
 import { DeviceTexture, textureOptions, type TextureOptions } from './texture.js';
 import type { Op } from './op.js';
 import { PinnedBuffer, type PinnedHost } from './pinned.js';
-import { Sanitizer, type SanitizeMode } from './sanitizer.js';
+import type { Sanitizer, SanitizeMode } from './sanitizer.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { unwatchDeviceLoss, watchDeviceLoss } from './scheduler/loss.js';
 import { synchronizeAll } from './scheduler/wait.js';
@@ -130,7 +130,8 @@ export async function createContext(options: ContextOptions = {}): Promise<Conte
     throw new InvalidArgumentError(`Expected \`powerPreference\` to be 'low-power' or 'high-performance', got ${showValue(o.powerPreference)}`, site);
   }
   if (o.label !== undefined) expectString('label', o.label, site);
-  parseOptions(o as ContextOptions, site);
+  // The sanitizer's code is loaded only when it is on: a bundle without it leaves it out.
+  const sanitizer = parseOptions(o as ContextOptions, site).sanitize === false ? null : (await import('./sanitizer.js')).Sanitizer;
   const label = options.label || `ctx#${++contexts}`;
   let device = options.device;
   let info: AdapterInfo | undefined;
@@ -157,7 +158,7 @@ export async function createContext(options: ContextOptions = {}): Promise<Conte
     device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits, label });
     info = readInfo((adapter as { info?: GPUAdapterInfo }).info);
   }
-  return new Context(device, { ...options, timing: wantTiming, label }, owned, info ?? readInfo((device as { adapterInfo?: GPUAdapterInfo }).adapterInfo));
+  return new Context(device, { ...options, timing: wantTiming, label }, owned, info ?? readInfo((device as { adapterInfo?: GPUAdapterInfo }).adapterInfo), sanitizer);
 }
 
 function isDevice(d: unknown): d is GPUDevice {
@@ -204,7 +205,7 @@ export class Context {
   readonly lost: Promise<{ reason: string; message: string }>;
 
   /** @internal use `createContext()` */
-  constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo) {
+  constructor(device: GPUDevice, options: ContextOptions, owned: boolean, info: AdapterInfo, Sanitizing: typeof Sanitizer | null) {
     const site = { op: 'createContext' };
     const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit, sanitize } = parseOptions(options, site);
     const label = (this.label = options.label || `ctx#${++contexts}`);
@@ -220,9 +221,8 @@ export class Context {
     if (traceLimit !== undefined) this.trace.limit = traceLimit;
     this.#staging = new StagingPool(device, this.memory, stagingPoolBytes);
     this.trace.gpuTimestamps = traceGpu;
-    const sanitizer = sanitize === false ? null : new Sanitizer(sanitize, label, traceOn ? this.trace : null, captureStacks === 'all');
-    this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label, sanitizer);
-    const scheduler = this.#scheduler;
+    const sanitizer = sanitize === false || !Sanitizing ? null : new Sanitizing(sanitize, label, traceOn ? this.trace : null, captureStacks === 'all');
+    const scheduler = (this.#scheduler = new Scheduler(device, this.#staging, { maxSubmitsInFlight, maxOpsPerSubmit, timestampQuery: this.features.timestampQuery }, traceOn ? this.trace : null, label, sanitizer));
     internals.set(this, { scheduler, staging: this.#staging });
     this.#pinnedHost = {
       device,

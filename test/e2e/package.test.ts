@@ -201,6 +201,11 @@ describe('a consumer project', () => {
       const dist = join(app, 'dist');
       const js = readdirSync(join(dist, 'assets')).filter((f) => f.endsWith('.js'));
       for (const f of js) expect(readFileSync(join(dist, 'assets', f), 'utf8'), f).not.toMatch(/["'](?:webgpu|node:[\w/]+)["']/);
+      // The sanitizer (off here) is a chunk of its own, loaded only by a context that turns it on.
+      const html = readFileSync(join(dist, 'index.html'), 'utf8');
+      const withSanitizer = js.filter((f) => readFileSync(join(dist, 'assets', f), 'utf8').includes('record an event on '));
+      expect(withSanitizer).toHaveLength(1);
+      expect(html, 'the page loads the sanitizer chunk only on demand').not.toContain(withSanitizer[0]);
 
       server = await serveDir(dist);
       chrome = await launchChrome();
