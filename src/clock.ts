@@ -49,6 +49,9 @@ export function retireStreamClock(sc: StreamClock): void {
   retired.push({ entry: sc.entry, last: sc.vc[sc.entry] ?? 0 });
 }
 
+/** The clock of the stream whose op the sanitizer is checking: kept meanwhile (a report's callback may synchronize). */
+export const checking: { clock: StreamClock | null } = { clock: null };
+
 /**
  * The host saw `seen` (`q`'s clock) complete. When nothing of `q` is left unseen, it gives its entry
  * back and takes one again at its next op: streams synchronized and dropped without destroy() would
@@ -57,7 +60,7 @@ export function retireStreamClock(sc: StreamClock): void {
 export function hostSaw(q: { clock: StreamClock | null; tail: { done: boolean } | null }, seen?: VectorClock | null): void {
   joinHost(seen);
   const sc = q.clock;
-  if (!sc || sc.retired || (q.tail && !q.tail.done) || (sc.vc[sc.entry] ?? 0) > (host.clock[sc.entry] ?? 0)) return;
+  if (!sc || sc === checking.clock || sc.retired || (q.tail && !q.tail.done) || (sc.vc[sc.entry] ?? 0) > (host.clock[sc.entry] ?? 0)) return;
   retireStreamClock(sc);
   q.clock = null;
 }

@@ -183,7 +183,7 @@ export class Context {
   readonly adapterInfo: AdapterInfo;
   readonly features: { readonly timestampQuery: boolean };
   readonly limits: GPUSupportedLimits;
-  /** Pageable uploads above this many bytes go in pieces (0: whole): the `uploadPieceBytes` it was made with. */
+  /** Pageable uploads above this many bytes go in pieces (0: whole): the `uploadPieceBytes` it was made with (0 with sanitize 'throw'). */
   readonly uploadPieceBytes: number;
   readonly memory = new MemoryStats();
   readonly priorityRange = PRIORITY_RANGE;
@@ -209,7 +209,7 @@ export class Context {
     const site = { op: 'createContext' };
     const { maxSubmitsInFlight, maxOpsPerSubmit, captureStacks, uploadPieceBytes, stagingPoolBytes, traceOn, traceGpu, traceLimit, sanitize } = parseOptions(options, site);
     const label = (this.label = options.label || `ctx#${++contexts}`);
-    this.uploadPieceBytes = uploadPieceBytes;
+    this.uploadPieceBytes = sanitize === 'throw' ? 0 : uploadPieceBytes; // whole: a race in a later piece would throw after the first was enqueued
     this.device = device;
     this.queue = device.queue;
     this.adapterInfo = info;
@@ -247,7 +247,7 @@ export class Context {
       device,
       label,
       captureStacks,
-      uploadPieceBytes: sanitize === 'throw' ? 0 : uploadPieceBytes, // whole: a race in a later piece would throw after the first was enqueued
+      uploadPieceBytes: this.uploadPieceBytes,
       limits: {
         maxUniformBufferBindingSize: device.limits.maxUniformBufferBindingSize,
         maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,

@@ -11,6 +11,8 @@ import { isRandomAccess, type RandomAccessSource } from './upload-from.js';
 const DTYPE_BYTES: Readonly<Record<string, number>> = {
   BOOL: 1, U8: 1, I8: 1, F8_E4M3: 1, F8_E5M2: 1, U16: 2, I16: 2, F16: 2, BF16: 2, U32: 4, I32: 4, F32: 4, U64: 8, I64: 8, F64: 8,
 };
+/** Bytes per element of `dtype`, or undefined for what is no safetensors dtype (an Object.prototype key included). */
+const dtypeBytes = (dtype: unknown): number | undefined => (typeof dtype === 'string' && Object.hasOwn(DTYPE_BYTES, dtype) ? DTYPE_BYTES[dtype] : undefined);
 /** Larger headers are refused (the reference implementation's limit). */
 const MAX_HEADER = 100 << 20;
 
@@ -66,7 +68,7 @@ export class SafetensorsFile {
         continue;
       }
       const t = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
-      const bytes = typeof t?.dtype === 'string' ? DTYPE_BYTES[t.dtype] : undefined;
+      const bytes = dtypeBytes(t?.dtype);
       if (!bytes) throw bad(`tensor '${key}' has dtype ${JSON.stringify(t?.dtype)}; known: ${Object.keys(DTYPE_BYTES).join(', ')}`);
       const shape = t!.shape;
       if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw bad(`tensor '${key}' has shape ${JSON.stringify(shape)}`);
@@ -156,7 +158,7 @@ export function safetensorsHeader(tensors: readonly { name: string; dtype: strin
     const o = expectObject(`tensors[${i}]`, t, site);
     const name = expectString(`tensors[${i}].name`, o.name, site);
     if (name === '__metadata__' || Object.hasOwn(header, name)) throw new InvalidArgumentError(`tensors[${i}] is named '${name}', ${name === '__metadata__' ? "the header's metadata key" : 'as an earlier tensor is'}; names are unique`, site);
-    const bytes = DTYPE_BYTES[o.dtype as string];
+    const bytes = dtypeBytes(o.dtype);
     if (!bytes) throw new InvalidArgumentError(`unknown dtype ${showValue(o.dtype)} for '${name}'; known: ${Object.keys(DTYPE_BYTES).join(', ')}`, site);
     if (!Array.isArray(o.shape)) throw new InvalidArgumentError(`Expected the shape of '${name}' to be an array of dimensions, got ${showValue(o.shape)}`, site);
     const shape = (o.shape as unknown[]).map((d, j) => expectInteger(`shape[${j}] of '${name}'`, d, 0, Number.MAX_SAFE_INTEGER, site));
@@ -177,7 +179,7 @@ export function encodeSafetensors(tensors: readonly { name: string; dtype: strin
   const head = safetensorsHeader(tensors, metadata);
   for (const t of tensors) {
     if (!(t.data instanceof Uint8Array)) throw new InvalidArgumentError(`Expected the data of '${t.name}' to be a Uint8Array, got ${showValue(t.data)}`, { op: 'safetensors' });
-    const want = t.shape.reduce((p, d) => p * d, DTYPE_BYTES[t.dtype]!);
+    const want = t.shape.reduce((p, d) => p * d, dtypeBytes(t.dtype)!);
     if (t.data.byteLength !== want) throw new InvalidArgumentError(`'${t.name}' (${t.dtype} [${t.shape.join(', ')}]) needs ${want} bytes, got ${t.data.byteLength}`, { op: 'safetensors' });
   }
   const out = new Uint8Array(head.byteLength + tensors.reduce((n, t) => n + t.data.byteLength, 0));

@@ -19,7 +19,7 @@
  * each context reports its own ops' races in its own mode.
  */
 import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
-import { accessFloor, addPendingHostFn, host, hostFnFloor, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
+import { accessFloor, addPendingHostFn, checking, host, hostFnFloor, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
 import { TextureRegion, WHOLE } from './texture.js';
@@ -100,6 +100,7 @@ export class Sanitizer {
     while (vc.length <= sc.entry) vc.push(0);
     vc[sc.entry] = vc[sc.entry]! + 1;
     if (sc.hostSeen !== host.version) join(vc, host.clock);
+    const seen = host.version; // what vc holds of the host's clock (a report's callback may move it)
     const caller = hostCaller();
     if (caller) {
       const hc = hostFnClocks.get(caller);
@@ -110,15 +111,22 @@ export class Sanitizer {
       for (const s of streams) if (!s.isDefault && !s.nonBlocking && s.clock) join(vc, s.clock.vc);
     } else if (!q.nonBlocking && defaultQueue.clock) join(vc, defaultQueue.clock.vc);
     const p = op.payload;
-    if (p.kind === 'wait') {
-      if (p.unrecorded) this.#report(unrecordedWait(op, site ?? captureSite(true)));
-      else if (p.clock) join(vc, p.clock);
+    // A report's callback may synchronize: `sc` stays this stream's until committed.
+    const outer = checking.clock;
+    checking.clock = sc;
+    try {
+      if (p.kind === 'wait') {
+        if (p.unrecorded) this.#report(unrecordedWait(op, site ?? captureSite(true)));
+        else if (p.clock) join(vc, p.clock);
+      }
+      const found = checkOp(op, vc, sc.entry);
+      if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? captureSite(true))));
+      // Commit.
+      sc.vc = vc;
+      sc.hostSeen = seen;
+    } finally {
+      checking.clock = outer;
     }
-    const found = checkOp(op, vc, sc.entry);
-    if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? captureSite(true))));
-    // Commit.
-    sc.vc = vc;
-    sc.hostSeen = host.version;
     recordOp(op, vc, sc.entry, site);
     if (p.kind === 'hostFn') {
       hostFnClocks.set(op, vc);

@@ -265,9 +265,10 @@ export function textureRegion(t: GPUTexture, what: string, o: TextureCopyOptions
   if (origin[0] % bw || origin[1] % bh || size[0] % bw || size[1] % bh) {
     throw new InvalidArgumentError(`${what} texture '${label}' ('${t.format}') is copied in ${bw}x${bh} blocks: origin ${origin.join(',')} and size ${size.join('x')} must be whole blocks`, site);
   }
-  const whole = origin.every((n, i) => n === 0 && size[i] === level[i]);
+  // A subresource is one mip level of one array layer: its whole x and y.
+  const whole = origin[0] === 0 && origin[1] === 0 && size[0] === level[0] && size[1] === level[1];
   if (!buffered && !whole && (depthOrStencil(t.format) || t.sampleCount > 1)) {
-    throw new InvalidArgumentError(`${what} texture '${label}' (${t.sampleCount > 1 ? `sampleCount ${t.sampleCount}` : `'${t.format}'`}) is copied only whole: mip level ${mipLevel} is ${level.join('x')}, the copy names origin ${origin.join(',')} and size ${size.join('x')}`, site);
+    throw new InvalidArgumentError(`${what} texture '${label}' (${t.sampleCount > 1 ? `sampleCount ${t.sampleCount}` : `'${t.format}'`}) is copied only whole: mip level ${mipLevel} is ${level[0]}x${level[1]} per layer, the copy names origin ${origin.join(',')} and size ${size.join('x')}`, site);
   }
   const rowBytes = (texel ?? 0) * size[0];
   return new TextureRegion(t, label, mipLevel, origin, size, rowBytes, rowBytes, size[1]);

@@ -276,6 +276,7 @@ export function toChromeTraceEvents(spans: readonly TraceSpan[], options: Chrome
   if (!Number.isFinite(origin)) throw new InvalidArgumentError(`Expected \`origin\` to be a finite number (ms), got ${showValue(origin)}`, site);
   expectObject('args', args, site);
   if (!Array.isArray(links)) throw new InvalidArgumentError(`Expected \`links\` to be an array of TraceLink, got ${showValue(links)}`, site);
+  links.forEach((l, i) => void expectString(`links[${i}].name`, expectObject(`links[${i}]`, l, site).name, site));
   const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))].filter((l) => l !== 'host' || spans.some((s) => s.lane === 'host'));
   const tid = new Map(lanes.map((l, i) => [l, i + 1]));
   const events: ChromeTraceEvent[] = [

@@ -260,6 +260,11 @@ describe('destroy and device loss', () => {
     expect(await failed).toMatchObject({ name: 'DeviceLostError' });
     expect(() => borrowers[2]!.createStream()).toThrow(expect.objectContaining({ name: 'DeviceLostError' }));
     expect(() => borrowers[0]!.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+    // A context made on the device after its loss hears of it too.
+    const late = await createContext({ device: device.device, label: 'late' });
+    await late.lost;
+    expect(() => late.createStream()).toThrow(expect.objectContaining({ name: 'DeviceLostError', context: 'late' }));
+    late.destroy();
     for (const b of borrowers) b.destroy();
     device.destroy();
   });

@@ -151,6 +151,7 @@ describe(`safetensors (seed ${seed})`, () => {
     refused(() => encodeSafetensors([t('a', 'x')]), /the shape of 'a' to be an array/);
     refused(() => encodeSafetensors([null as never]), /tensors\[0\]/);
     refused(() => encodeSafetensors(null as never), /`tensors` to be an array/);
+    for (const dtype of ['constructor', '__proto__', ['F32']]) refused(() => safetensorsHeader([{ name: 'a', dtype: dtype as never, shape: [1] }]), /unknown dtype/);
     // A tensor named like an Object.prototype key is a tensor like any other, and reads back.
     const seed0 = randomSeed();
     const data = new Uint8Array(rng(seed0).u32Array(2).buffer as ArrayBuffer);

@@ -635,6 +635,7 @@ describe('stream sanitizer: modes', () => {
       a.download(x, new Uint32Array(1024), { srcOffset: 4096, size: 4096 }); // reads the second half
       expect(() => b.upload(second, x)).toThrow(StreamRaceError);
       expect(b.pendingOps, 'no piece was enqueued').toBe(0);
+      expect(ctx.uploadPieceBytes, "'throw' uploads whole").toBe(0);
       await ctx.synchronize();
       const back = new Uint32Array(2048);
       b.download(x, back);
@@ -650,6 +651,27 @@ describe('stream sanitizer: modes', () => {
       b.download(x, back);
       await ctx.synchronize();
       expect(firstMismatch(new Uint8Array(back.buffer), data), `seed ${seed0}`).toBeNull();
+    } finally {
+      ctx.destroy();
+    }
+  });
+
+  it('a report callback that synchronizes or queries the racing stream does not hide a later race on it', async () => {
+    const got: RaceReport[] = [];
+    let a: Stream | undefined;
+    const ctx = await gpuContext({ sanitize: (x) => (got.push(x), void a?.query(), void ctx.synchronize().catch(() => undefined)), label: 'reentrant' });
+    try {
+      a = ctx.createStream({ label: 'a', nonBlocking: true });
+      const b = ctx.createStream({ label: 'b', nonBlocking: true });
+      const [x, z] = [ctx.alloc(BYTES, { label: 'rx' }), ctx.alloc(BYTES, { label: 'rz' })];
+      b.upload(r.f32Array(N), x);
+      await b.synchronize();
+      b.upload(r.f32Array(N), x);
+      const first = a.copy(x, z); // races with b's second upload: the callback queries `a` meanwhile
+      const c = ctx.createStream({ label: 'c', nonBlocking: true });
+      const second = c.upload(r.f32Array(N), z); // races with a's copy
+      expect(got.map((g) => g.second.op)).toEqual([first, second]);
+      await ctx.synchronize();
     } finally {
       ctx.destroy();
     }

@@ -365,15 +365,19 @@ describe(`textures (seed ${seed})`, () => {
     good.upload(x, d);
     const da = ctx.allocTexture({ size: [8, 8], format: 'depth32float', label: 'da' }), db = ctx.allocTexture({ size: [8, 8], format: 'depth32float', label: 'db' });
     await Promise.all([da.allocated(), db.allocated()]);
-    expect(() => bad.copy(da, db, { size: [4, 4] })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', stream: 'bad t2t', message: expect.stringMatching(/src texture 'da' \('depth32float'\) is copied only whole: mip level 0 is 8x8x1, the copy names origin 0,0,0 and size 4x4x1/) }));
+    expect(() => bad.copy(da, db, { size: [4, 4] })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', stream: 'bad t2t', message: expect.stringMatching(/src texture 'da' \('depth32float'\) is copied only whole: mip level 0 is 8x8 per layer, the copy names origin 0,0,0 and size 4x4x1/) }));
     expect(() => bad.copy(da, db, { origin: [1, 0] })).toThrow(/is copied only whole/);
     bad.copy(da, db); // whole: fine
+    // A subresource is one layer: a layer of a depth array copies alone.
+    const layers = ctx.allocTexture({ size: [8, 8, 2], format: 'depth32float', label: 'layers' });
+    await layers.allocated();
+    bad.copy(layers, da, { origin: [0, 0, 1], size: [8, 8, 1] });
+    bad.copy(db, layers, { dstOrigin: [0, 0, 1] });
+    expect(() => bad.copy(layers, da, { origin: [0, 0, 1], size: [4, 8, 1] })).toThrow(/mip level 0 is 8x8 per layer/);
     good.download(d, back);
     await Promise.all([bad.synchronize(), good.synchronize()]);
     expect(firstMismatch(back, x), `seed ${seed0}`).toBeNull();
-    da.destroy();
-    db.destroy();
-    d.destroy();
+    for (const t of [da, db, layers, d]) t.destroy();
   });
 
   it('a compressed mip level copies as whole blocks (a 3x3 level of bc1 as 4x4, as WebGPU wants); a part of a block is refused', async () => {

@@ -44,6 +44,8 @@ describe('trace memory is bounded', () => {
     refused(() => c.trace.toChromeTrace(5 as never), 'toChromeTrace', /`spans` to be an array/);
     refused(() => toChromeTraceEvents([], { bogus: 1 } as never), 'toChromeTrace', /Unknown option `options.bogus`/);
     refused(() => toChromeTraceEvents([], { pid: 'x' as never }), 'toChromeTrace', /pid/);
+    refused(() => toChromeTraceEvents([], { links: [null as never] }), 'toChromeTrace', /links\[0\]/);
+    refused(() => toChromeTraceEvents([], { links: [{ from: 1, to: 2 } as never] }), 'toChromeTrace', /links\[0\].name/);
     refused(() => c.trace.gpuTimes(null as never), 'trace.gpuTimes', /Expected an OpRecord/);
     refused(() => (c.trace.gpuTimestamps = 1 as never), 'trace.gpuTimestamps', /trace.gpuTimestamps/);
     expect(c.trace.gpuTimestamps).toBe(false);

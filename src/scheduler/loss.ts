@@ -11,7 +11,7 @@ export interface LossListener {
 }
 
 type LostInfo = { reason: string; message: string };
-const watched = new WeakMap<GPUDevice, { listeners: Set<WeakRef<LossListener>>; info: Promise<LostInfo> }>();
+const watched = new WeakMap<GPUDevice, { listeners: Set<WeakRef<LossListener>>; info: Promise<LostInfo>; lost?: LostInfo }>();
 
 /** Watches `device` for `listener` (held weakly); resolves with the loss once every listener heard of it. */
 export function watchDeviceLoss(device: GPUDevice, listener: LossListener): Promise<LostInfo> {
@@ -20,10 +20,13 @@ export function watchDeviceLoss(device: GPUDevice, listener: LossListener): Prom
     const listeners = new Set<WeakRef<LossListener>>();
     const info = device.lost.then((i) => {
       for (const ref of listeners) ref.deref()?.deviceLost(i.reason, i.message);
-      return { reason: i.reason, message: i.message };
+      return (watched.get(device)!.lost = { reason: i.reason, message: i.message });
     });
     watched.set(device, (w = { listeners, info }));
   }
+  // A context made on a device already lost hears of it as the first one did: on a microtask.
+  const lost = w.lost;
+  if (lost) void Promise.resolve().then(() => listener.deviceLost(lost.reason, lost.message));
   // Contexts dropped without destroy() leave a WeakRef: swept whenever their number reaches a power of two.
   const n = w.listeners.size;
   if (n >= 64 && (n & (n - 1)) === 0) for (const ref of w.listeners) if (!ref.deref()) w.listeners.delete(ref);
