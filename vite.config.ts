@@ -83,7 +83,8 @@ export default defineConfig(({ mode }) => {
         rollupOptions: {
           input: { [name]: entry },
           external: ['webgpu', 'puppeteer-core', /^node:/],
-          output: { entryFileNames: '[name].mjs', format: 'es' },
+          // One file: the library's dynamic import (its sanitizer) goes inline.
+          output: { entryFileNames: '[name].mjs', format: 'es', codeSplitting: false },
         },
       },
       ssr: { noExternal: true, external: ['webgpu', 'puppeteer-core'] },
