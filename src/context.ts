@@ -214,7 +214,7 @@ export class Context {
     this.queue = device.queue;
     this.adapterInfo = info;
     this.#owned = owned;
-    this.#keepAlive = options.keepAlive;
+    this.#keepAlive = options.keepAlive ?? options.gpu; // Dawn's instance must outlive its device
     this.features = { timestampQuery: options.timing !== false && device.features.has('timestamp-query') };
     this.limits = device.limits;
     this.trace = new Trace();

@@ -111,14 +111,15 @@ export class GpuEvent {
     if (end.owner.device !== this.owner.device) {
       throw new EventTimingError(`events '${this.label}' (context '${this.owner.label}') and '${end.label}' (context '${end.owner.label}') are on two devices, which have two GPU clocks: time each device's work with two events of its own`, site);
     }
-    if (!this.#host.timestampQuery) {
-      throw new EventTimingError(`the device has no 'timestamp-query' feature, so events carry no GPU time; check ctx.features.timestampQuery (in Chrome it may need --enable-webgpu-developer-features or a newer GPU driver)`, site);
-    }
+    // Only a record not yet done is EventNotReadyError (CUDA's cudaErrorNotReady: ask again later); the rest never change.
     for (const e of [this, end]) {
+      if (!e.#host.timestampQuery) {
+        throw new EventTimingError(e.owner.device.features.has('timestamp-query') ? `event '${e.label}' belongs to context '${e.owner.label}', created with \`timing: false\`: its events carry no GPU time` : `the device has no 'timestamp-query' feature, so events carry no GPU time; check ctx.features.timestampQuery (in Chrome it may need --enable-webgpu-developer-features or a newer GPU driver)`, site);
+      }
       if (!e.timing) throw new EventTimingError(`event '${e.label}' was created without timing; use ctx.createEvent({ timing: true })`, site);
-      if (!e.last) throw new EventNotReadyError(`event '${e.label}' was never recorded`, site);
+      if (!e.last) throw new EventTimingError(`event '${e.label}' was never recorded`, site);
       if (!e.last.done) throw new EventNotReadyError(`event '${e.label}' has not completed yet; await event.synchronize() first`, site);
-      if (e.last.error) throw new EventNotReadyError(`event '${e.label}' failed: ${e.last.error.message}`, { ...site, cause: e.last.error });
+      if (e.last.error) throw new EventTimingError(`event '${e.label}' failed, so it has no GPU time: ${e.last.error.message}`, { ...site, cause: e.last.error });
     }
     const a = this.last!.payload;
     const b = end.last!.payload;

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { gpuContext, randomSeed, rng } from './fixtures/gpu.js';
+import { firstMismatch, gpuContext, randomSeed, rng, vectorAddRef } from './fixtures/gpu.js';
 import { gate } from './fixtures/gate.js';
 import { createContext, StreamError, workgroupsFor, type Context } from '../src/index.js';
 import { createNodeContext } from '../src/node.js';
@@ -209,6 +209,29 @@ describe('destroy and device loss', () => {
     expect(() => c.createStream()).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => s.hostFn(() => {})).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
     expect(() => c.alloc(64)).toThrow(/context 'ctx#\d+': the context was destroyed/);
+  });
+
+  it("createContext({ gpu }) keeps that gpu alive as long as its device (the caller's dropped gpu crashed the process once collected)", async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { create } = await import('webgpu');
+    const seed0 = randomSeed(), g = rng(seed0);
+    for (let round = 0; round < 2; round++) {
+      const c = await createContext({ gpu: create([]), label: `gpu dropped ${round}` }); // the caller keeps no reference
+      const s = c.createStream();
+      const [x, y, out] = [c.alloc(1 << 14), c.alloc(1 << 14), c.alloc(1 << 14)];
+      for (let i = 0; i < 8; i++) {
+        const [a, b] = [g.f32Array(1 << 12), g.f32Array(1 << 12)], got = new Float32Array(1 << 12);
+        s.upload(a, x);
+        s.upload(b, y);
+        s.launch(c.kernels.vectorAdd, { bindings: [x, y, out], workgroups: workgroupsFor(1 << 12, 256) });
+        s.download(out, got);
+        await s.synchronize();
+        gc();
+        expect(firstMismatch(got, vectorAddRef(a, b)), `seed ${seed0}`).toBeNull();
+      }
+      c.destroy();
+    }
   });
 
   it('contexts borrowing a device are collected once destroyed and dropped, while the device lives on', async () => {

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { useGpuContext, rng, randomSeed, firstMismatch, vectorAddRef, sleepRef } from './fixtures/gpu.js';
 import { gate } from './fixtures/gate.js';
-import { workgroupsFor, type Context, type DeviceBuffer } from '../src/index.js';
+import { createContext, workgroupsFor, type Context, type DeviceBuffer } from '../src/index.js';
 import { benchKernels } from '../bench/kernels/index';
 
 type GpuCtx = Context & { errors: string[] };
@@ -168,10 +168,28 @@ describe('elapsedTime', () => {
     expect(times[1], `elapsed ms for 2000 and 40000 iterations: ${times.join(', ')}`).toBeGreaterThan(times[0]!);
   });
 
-  it('elapsedTime errors: no timing, not recorded, not completed', async () => {
+  it('elapsedTime errors: EventNotReadyError only while a record is not completed (query() false); what never changes is EventTimingError', async () => {
     const plain = ctx.createEvent(), timed = ctx.createEvent({ timing: true }), timed2 = ctx.createEvent({ timing: true });
     expect(() => plain.elapsedTime(timed)).toThrow(expect.objectContaining({ name: 'EventTimingError' }));
-    expect(() => timed.elapsedTime(timed2)).toThrow(expect.objectContaining({ name: 'EventNotReadyError', message: expect.stringContaining('never recorded') }));
+    expect(timed2.query(), 'never recorded: query() is true').toBe(true);
+    expect(() => timed.elapsedTime(timed2)).toThrow(expect.objectContaining({ name: 'EventTimingError', message: expect.stringContaining('never recorded') }));
+    // A failed record: query() true, and no GPU time ever.
+    const failing = ctx.createStream({ label: 'fails' }), bad = ctx.createEvent({ timing: true, label: 'bad' });
+    failing.hostFn(() => {
+      throw new Error('boom');
+    });
+    bad.record(failing);
+    await failing.synchronize().catch(() => undefined);
+    expect(bad.query()).toBe(true);
+    expect(() => bad.elapsedTime(bad)).toThrow(expect.objectContaining({ name: 'EventTimingError', message: expect.stringMatching(/event 'bad' failed, so it has no GPU time/) }));
+    // A context made with timing: false says so (its device may well have timestamps).
+    const untimed = await createContext({ device: ctx.device, timing: false, label: 'untimed' });
+    const u = untimed.createEvent({ timing: true, label: 'u' });
+    u.record();
+    await u.synchronize();
+    const want = ctx.device.features.has('timestamp-query') ? /event 'u' belongs to context 'untimed', created with `timing: false`/ : /no 'timestamp-query' feature/;
+    expect(() => u.elapsedTime(u)).toThrow(expect.objectContaining({ name: 'EventTimingError', message: expect.stringMatching(want) }));
+    untimed.destroy();
     const s = ctx.createStream();
     const g = gate();
     timed.record(s);

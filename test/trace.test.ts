@@ -118,4 +118,33 @@ describe('trace.gpuTimestamps', () => {
       c.destroy();
     }
   });
+
+  it('a submit WebGPU rejected gives its ops no GPU times, and the good spans stay inside their host windows (its stale read-back moved every span)', async () => {
+    const c = await gpuContext({ trace: { gpuTimestamps: true }, label: 'rejected' });
+    try {
+      if (!c.features.timestampQuery) return;
+      const s = c.createStream({ label: 'S' });
+      const [a, b] = [c.alloc(4096), c.alloc(4096)];
+      const window = async (f: () => number): Promise<{ id: number; t0: number; t1: number }> => {
+        const t0 = performance.now(), id = f();
+        await s.synchronize();
+        return { id, t0, t1: performance.now() };
+      };
+      const first = await window(() => s.copy(a, b));
+      const bad = s.encode((enc) => enc.copyBufferToBuffer(a.buffer, 0, a.buffer, 0, 4), { label: 'bad' }); // WebGPU rejects a copy onto itself
+      await s.synchronize().catch(() => undefined);
+      const last = await window(() => s.copy(b, a));
+      const rec = new Map(c.trace.records.map((r) => [r.id, r]));
+      expect(rec.get(bad)!.gpuBegin, 'no GPU time for the rejected op').toBeNull();
+      const spans = new Map(c.trace.spans().filter((x) => x.lane !== 'host').map((x) => [x.op, x]));
+      for (const w of [first, last]) {
+        const sp = spans.get(w.id)!;
+        expect(sp.estimated, `op ${w.id} timed`).toBeUndefined();
+        expect(sp.start >= w.t0 - 0.5 && sp.end <= w.t1 + 0.5, `op ${w.id}: span [${sp.start}, ${sp.end}] inside its host window [${w.t0}, ${w.t1}]`).toBe(true);
+      }
+      c.errors.length = 0; // the rejected copy's message
+    } finally {
+      c.destroy();
+    }
+  });
 });

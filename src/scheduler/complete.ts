@@ -1,9 +1,8 @@
 /**
  * Submits and completion: a batch's submit, its validation, the maps that hand mapped memory back
  * to the host, timestamps, then each op done once its parts and dependencies are; and the host
- * functions, run once everything before them is done.
- *
- * Completion is iterative (one worklist for every context): chains of any length, across contexts, no recursion.
+ * functions, run once everything before them is done. Completion is iterative (one worklist for
+ * every context): chains of any length, across contexts, no recursion.
  */
 import { atCall, DependencyError, GpuValidationError, HostFnError, InvalidArgumentError, StreamError, describeThrown, ownWords } from '../errors.js';
 import { MapMode } from '../gpu-constants.js';
@@ -127,7 +126,7 @@ export class Completer {
     }
 
     for (let i = 0; i < b.readbacks.length; i++) this.#readBack(b.readbacks[i]!, validation!);
-    if (b.ts) this.#readTimestamps(b);
+    if (b.ts) this.#readTimestamps(b, popped);
     // The batch completes once validated and done on the GPU (#finishIfJoined); no Promise.all.
     popped.then((err) => this.#validated(b, err ?? null), (e: unknown) => this.#validated(b, asValue(e)));
     // On a microtask: the code that flushed may enqueue more ops on the same pinned buffers first.
@@ -250,20 +249,21 @@ export class Completer {
       });
   }
 
-  #readTimestamps(b: Batch): void {
+  #readTimestamps(b: Batch, validated: Promise<GPUError | null>): void {
     const ts = b.ts!;
     const n = b.queries;
     ts.readback
       .mapAsync(MapMode.READ, 0, n * 8)
-      .then(() => {
-        const stamps = new BigUint64Array(ts.readback.getMappedRange(0, n * 8).slice(0));
+      .then(() => validated.then((err) => err, asValue))
+      .then((err) => {
+        // A submit WebGPU rejected wrote no timestamps: its read-back holds a batch's before it, or zeros.
+        const stamps = err ? null : new BigUint64Array(ts.readback.getMappedRange(0, n * 8).slice(0));
         ts.readback.unmap();
         this.encoder.releaseTimestamps(ts);
-        let maxEnd = 0n;
-        let minBegin: bigint | null = null;
-        for (const t of b.timed) {
-          const begin = stamps[t.begin]!;
-          const end = stamps[t.end]!;
+        let [maxEnd, minBegin] = [0n, null as bigint | null];
+        for (const t of stamps ? b.timed : []) {
+          const begin = stamps![t.begin]!, end = stamps![t.end]!;
+          if (begin === 0n || end < begin) continue;
           const times = t.op.times;
           if (times) {
             times.gpuBegin = begin;
