@@ -12,6 +12,7 @@ export class MemoryStats {
   /** Sets `peak` to `current`, to measure the peak of what follows. */
   resetPeak(): void {
     this.peak = this.current;
+    for (const p of this.#pending) p.peakBefore = 0; // the peaks before the reset no longer count
   }
 
   /** @internal */

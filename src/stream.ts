@@ -175,7 +175,7 @@ export class Stream {
     const t = textureArg(dst, 'dst', TextureUsage.COPY_DST, this.#host.device, site);
     if (t) {
       this.#checkHostSide(src, 'src', 'upload', site);
-      return this.#texture(uploadTexture(src, t.texture, textureOptions(options, site), this.#host.staging, this.label, site), t.tracked, site, 1);
+      return this.#texture(uploadTexture(src, t.texture, textureOptions(options, site), this.#host.staging, site), t.tracked, site, 1);
     }
     const d = this.#unwrap(dst, 'dst', site);
     if (!(d.usage & BufferUsage.COPY_DST)) throw new InvalidArgumentError(`dst '${d.label}' lacks COPY_DST usage`, site);
@@ -188,7 +188,7 @@ export class Stream {
     checkAttached(src, 'src', site);
     const r = copyRange(options as CopyOptions | undefined, src.byteLength, d.size, 'src', d.label, site);
     const isolated = tracked === NONE;
-    return uploadPageable(this.#host.staging, this.label, src, r.srcOffset, r.dstOffset, r.size, this.#host.uploadPieceBytes, (staging, dstOffset, size, eager, t0, t1) => {
+    return uploadPageable(this.#host.staging, site, src, r.srcOffset, r.dstOffset, r.size, this.#host.uploadPieceBytes, (staging, dstOffset, size, eager, t0, t1) => {
       const op = this.#host.scheduler.enqueue(this.queue, { kind: 'upload', pinned: null, staging, srcOffset: 0, dst: d.buffer, dstOffset, size }, NONE, tracked, site.enqueueSite, '', d.label, isolated, eager);
       if (op.times) {
         op.times.tHostBegin = t0;

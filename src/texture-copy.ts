@@ -81,7 +81,7 @@ export function bufferTexture(buffer: { buffer: GPUBuffer; label: string; size: 
 }
 
 /** Pinned or pageable memory to a texture; pageable rows are staged now, 256-byte aligned. */
-export function uploadTexture(src: PinnedBuffer | ArrayBufferView, t: GPUTexture, o: TextureTransferOptions, staging: StagingPool, stream: string, site: ErrorSite): UploadPayload {
+export function uploadTexture(src: PinnedBuffer | ArrayBufferView, t: GPUTexture, o: TextureTransferOptions, staging: StagingPool, site: ErrorSite): UploadPayload {
   noDst(o, site);
   const r = textureRegion(t, 'dst', o, true, site);
   if (!ArrayBuffer.isView(src)) {
@@ -91,7 +91,7 @@ export function uploadTexture(src: PinnedBuffer | ArrayBufferView, t: GPUTexture
   checkAttached(src, 'src', site);
   const offset = bufferSide(r, o, src.byteLength, 'src', site);
   const s = fitsStaging(staged(r), staging.maxBufferSize, site), from = new Uint8Array(src.buffer, src.byteOffset + offset, r.bytes);
-  const slice = staging.stageWith(s.bytes, stream, (into) => copyRows(r, from, r, into, s));
+  const slice = staging.stageWith(s.bytes, site, (into) => copyRows(r, from, r, into, s));
   return { kind: 'upload', pinned: null, staging: slice, srcOffset: 0, dst: s, dstOffset: 0, size: s.bytes };
 }
 

@@ -83,7 +83,8 @@ export class DeviceTexture extends DeviceResource {
   constructor(device: GPUDevice, stats: MemoryStats, o: Required<TextureOptions>, site: ErrorSite) {
     const [w, h, d] = o.size as [number, number, number];
     let bytes = 0;
-    for (let l = 0; l < o.mipLevelCount; l++) bytes += Math.max(1, w >> l) * Math.max(1, h >> l) * (o.dimension === '3d' ? Math.max(1, d >> l) : d);
+    const [bw, bh] = blockOf(o.format); // a compressed level takes whole blocks, however small
+    for (let l = 0; l < o.mipLevelCount; l++) bytes += Math.ceil(Math.max(1, w >> l) / bw) * bw * Math.ceil(Math.max(1, h >> l) / bh) * bh * (o.dimension === '3d' ? Math.max(1, d >> l) : d);
     let texture: GPUTexture;
     device.pushErrorScope('out-of-memory');
     device.pushErrorScope('validation');

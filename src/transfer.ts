@@ -5,6 +5,7 @@
  */
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import type { MemoryStats } from './memory.js';
+import { describeThrown, OutOfMemoryError, type ErrorSite } from './errors.js';
 import { expectInteger } from './validate.js';
 
 /**
@@ -77,13 +78,13 @@ export class StagingPool {
   }
 
   /** Copies `src` into staging now (pageable semantics: the caller may reuse it at once). */
-  stage(src: Uint8Array, stream: string): StagingSlice {
+  stage(src: Uint8Array, site: ErrorSite): StagingSlice {
     const size = src.byteLength;
     if (size <= SMALL_UPLOAD) {
       let block = this.#shared;
       if (!block || block.used + size > SHARED_BLOCK) {
         if (block) this.#seal(block);
-        block = this.#shared = this.#mapped(this.#acquireUpload(SHARED_BLOCK, 'shared'));
+        block = this.#shared = this.#mapped(this.#acquireUpload(SHARED_BLOCK, site, 'shared'));
       }
       const offset = block.used;
       block.used += Math.ceil(size / 4) * 4;
@@ -91,12 +92,12 @@ export class StagingPool {
       block.bytes!.set(src, offset);
       return { block, offset };
     }
-    return this.stageWith(size, stream, (bytes) => bytes.set(src));
+    return this.stageWith(size, site, (bytes) => bytes.set(src));
   }
 
   /** Stages `size` bytes that `fill` writes (a texture's rows, laid out for the copy) in a buffer of their own. */
-  stageWith(size: number, stream: string, fill: (bytes: Uint8Array) => void): StagingSlice {
-    const block = this.#mapped(this.#acquireUpload(size, stream));
+  stageWith(size: number, site: ErrorSite, fill: (bytes: Uint8Array) => void): StagingSlice {
+    const block = this.#mapped(this.#acquireUpload(size, site));
     block.users++;
     fill(block.bytes!);
     this.#seal(block);
@@ -139,16 +140,21 @@ export class StagingPool {
     if (this.#shared === block) this.#shared = null;
   }
 
-  /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes`; `stream` (the asker's label) goes into a new buffer's label. */
-  #acquireUpload(bytes: number, stream: string): GPUBuffer {
+  /** A mapped MAP_WRITE | COPY_SRC buffer of at least `bytes` for the call at `site`; `label` (the asker's stream) goes into a new buffer's label. */
+  #acquireUpload(bytes: number, site: ErrorSite, label = site.stream): GPUBuffer {
     const size = bytes === SHARED_BLOCK ? SHARED_BLOCK : this.#sizeFor(bytes);
     let buf = this.#uploads.get(size)?.pop();
     if (buf) {
       this.#free.delete(buf);
       this.#pooledBytes -= size;
     } else {
+      try {
+        buf = this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${label})` });
+      } catch (e) {
+        // Mapped at creation: no host memory for its mapping throws here (a RangeError).
+        throw new OutOfMemoryError(`no memory for the ${size}-byte staging buffer a pageable upload copies into: ${describeThrown(e)}; upload less at once, or from a pinned buffer`, { ...site, callSite: site.callSite, cause: e });
+      }
       this.#stats.staging += size;
-      buf = this.#device.createBuffer({ size, usage: BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC, mappedAtCreation: true, label: `staging upload ${size} (${stream})` });
     }
     this.#out.add(buf);
     return buf;
@@ -175,8 +181,13 @@ export class StagingPool {
     this.#keep(this.#readbacks, buf);
   }
 
-  /** Destroys every pooled buffer; those in use now are destroyed when they come back. */
+  /** Destroys every pooled buffer (and the shared block when none of its bytes are in use); those in use now are destroyed when they come back. */
   trim(): void {
+    const shared = this.#shared;
+    if (shared && shared.users === 0) {
+      this.#seal(shared);
+      this.#drop(shared.buffer);
+    }
     this.#out.clear();
     for (const [b, list] of this.#free) {
       list.length = 0;
@@ -189,11 +200,6 @@ export class StagingPool {
   destroy(): void {
     this.#destroyed = true;
     this.trim();
-    const shared = this.#shared;
-    if (shared && shared.users === 0) {
-      this.#shared = null;
-      this.#drop(shared.buffer);
-    }
   }
 
   #keep(map: Map<number, GPUBuffer[]>, buf: GPUBuffer): void {
@@ -242,7 +248,7 @@ export type EnqueueStaged = (slice: StagingSlice, dstOffset: number, size: numbe
  * stream lets it run, so the GPU copies one piece while the host copies the next in.
  * @returns the last piece's op id
  */
-export function uploadPageable(staging: StagingPool, stream: string, src: ArrayBufferView, srcOffset: number, dstOffset: number, size: number, pieceBytes: number, enqueue: EnqueueStaged): number {
+export function uploadPageable(staging: StagingPool, site: ErrorSite, src: ArrayBufferView, srcOffset: number, dstOffset: number, size: number, pieceBytes: number, enqueue: EnqueueStaged): number {
   // At most MAX_UPLOAD_PIECES pieces, so they fit the submit window: completions that would free
   // it cannot be seen before this call returns, and pieces past it would wait until then.
   const count = pieceBytes === 0 || size <= pieceBytes ? 1 : Math.min(MAX_UPLOAD_PIECES, Math.ceil(size / pieceBytes));
@@ -251,7 +257,7 @@ export function uploadPageable(staging: StagingPool, stream: string, src: ArrayB
   for (let at = 0; at === 0 || at < size; at += piece) {
     const n = Math.min(piece, size - at);
     const t0 = performance.now();
-    const slice = staging.stage(new Uint8Array(src.buffer, src.byteOffset + srcOffset + at, n), stream);
+    const slice = staging.stage(new Uint8Array(src.buffer, src.byteOffset + srcOffset + at, n), site);
     id = enqueue(slice, dstOffset + at, n, at + piece < size, t0, performance.now());
   }
   return id;

@@ -7,7 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it, vi } from 'vitest';
 import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fixtures/gpu.js';
-import { gate } from './fixtures/gate.js';
+import { delay, gate } from './fixtures/gate.js';
 import type { Context, DeviceBuffer, Stream } from '../src/index.js';
 
 setFlagsFromString('--expose-gc');
@@ -228,5 +228,91 @@ describe('staging kept for reuse', () => {
       pctx.destroy();
     }
     expect(() => pctx.emptyCache()).toThrow(expect.objectContaining({ name: 'DestroyedError', message: expect.stringMatching(/emptyCache/) }));
+  });
+
+  it('staging comes back to 0 after what enqueued nothing or never ran: uploads a race refused, a small upload skipped behind a failure (its shared block)', async () => {
+    const c = await gpuContext({ sanitize: 'throw', stagingPoolBytes: 0, label: 'staging leaks' });
+    try {
+      const [a, b] = [c.createStream({ label: 'a', nonBlocking: true }), c.createStream({ label: 'b', nonBlocking: true })];
+      const x = c.alloc(100 << 10, { label: 'x' });
+      const tex = c.allocTexture({ size: [64, 16], format: 'rgba8unorm', label: 't' });
+      a.upload(new Uint8Array(100 << 10), x);
+      a.upload(new Uint8Array(64 * 16 * 4), tex);
+      expect(() => b.upload(new Uint8Array(100 << 10), x)).toThrow(expect.objectContaining({ name: 'StreamRaceError' }));
+      expect(() => b.upload(new Uint8Array(1024), x)).toThrow(expect.objectContaining({ name: 'StreamRaceError' }));
+      expect(() => b.upload(new Uint8Array(64 * 16 * 4), tex)).toThrow(expect.objectContaining({ name: 'StreamRaceError' }));
+      await c.synchronize();
+      c.emptyCache();
+      // A staging buffer given back is re-mapped first (asynchronously), then dropped: let that finish.
+      for (let i = 0; i < 200 && c.memory.staging > 0; i++) await delay(1);
+      expect(c.memory.staging, 'after uploads a race refused').toBe(0);
+      const f = c.createStream({ label: 'fails', nonBlocking: true });
+      f.hostFn(() => {
+        throw new Error('boom');
+      });
+      f.upload(new Uint8Array(1024), x); // skipped behind the failure
+      await f.synchronize().catch(() => undefined);
+      c.emptyCache();
+      for (let i = 0; i < 200 && c.memory.staging > 0; i++) await delay(1);
+      expect(c.memory.staging, "after a skipped small upload: its shared block").toBe(0);
+      x.destroy();
+      tex.destroy();
+    } finally {
+      c.destroy();
+    }
+  });
+
+  it('a pageable upload whose staging cannot be mapped throws OutOfMemoryError at the call, naming it, and counts nothing', async () => {
+    const c = await gpuContext({ label: 'no host memory' });
+    try {
+      const make = c.device.createBuffer.bind(c.device);
+      // As Dawn does when the host has no memory for a buffer mapped at creation.
+      c.device.createBuffer = (d: GPUBufferDescriptor): GPUBuffer => {
+        if (d.mappedAtCreation && d.size >= 1 << 20) throw new RangeError('createBuffer failed to allocate a buffer mapped at creation');
+        return make(d);
+      };
+      const x = c.alloc(2 << 20, { label: 'big' });
+      const s = c.createStream({ label: 'uploads' });
+      const before = c.memory.staging;
+      expect(() => s.upload(new Uint8Array(2 << 20), x)).toThrow(expect.objectContaining({ name: 'OutOfMemoryError', op: 'upload', stream: 'uploads', message: expect.stringMatching(/no memory for the \d+-byte staging buffer a pageable upload copies into/) }));
+      expect(c.memory.staging).toBe(before);
+      expect(s.pendingOps).toBe(0);
+      x.destroy();
+    } finally {
+      c.destroy();
+    }
+  });
+
+  it('resetPeak() holds after a refused allocation is judged; a compressed texture counts whole blocks on every mip level', async () => {
+    const c = await gpuContext({ label: 'peaks' });
+    try {
+      const MiB = 1 << 20;
+      const a = c.alloc(4 * MiB);
+      const huge = c.allocTexture({ size: [8192, 8192, 256], format: 'rgba32float', usage: GPUTextureUsage.TEXTURE_BINDING }); // 256 GiB: refused
+      a.destroy();
+      c.memory.resetPeak();
+      const b = c.alloc(MiB);
+      await expect(huge.allocated()).rejects.toMatchObject({ name: 'OutOfMemoryError' });
+      expect([c.memory.current, c.memory.peak]).toEqual([MiB, MiB]);
+      b.destroy();
+    } finally {
+      c.destroy();
+    }
+    const gpu = (await import('webgpu')).create([]);
+    const adapter = (await gpu.requestAdapter())!;
+    if (!adapter.features.has('texture-compression-bc')) return;
+    const device = await adapter.requestDevice({ requiredFeatures: ['texture-compression-bc'] });
+    const { createContext } = await import('../src/index.js');
+    const bc = await createContext({ device, label: 'bc' });
+    try {
+      // bc1: 8 bytes a 4x4 block. 8x8 with 4 levels: 4 + 1 + 1 + 1 blocks (levels of 2x2 and 1x1 take a block each).
+      const t = bc.allocTexture({ size: [8, 8], format: 'bc1-rgba-unorm', mipLevelCount: 4 });
+      expect(t.byteSize).toBe(7 * 8);
+      expect(bc.memory.current).toBe(7 * 8);
+      t.destroy();
+    } finally {
+      bc.destroy();
+      device.destroy();
+    }
   });
 });

@@ -122,8 +122,15 @@ export class Scheduler implements QueueOwner {
     } else if (!q.nonBlocking) deps = addDep(deps, this.defaultQueue.tail);
     const op = new Op(nextOpId++, q, payload, deps, buffers, callSite, subject, target);
     op.isolated = isolated;
-    // Checks and clocks the op before anything changes: a race thrown here leaves no trace.
-    if (this.sanitizer) this.sanitizer.enqueue(op, this.streams, this.defaultQueue);
+    // Checks and clocks the op before anything changes: a race thrown here leaves no trace (its staged bytes go back).
+    if (this.sanitizer) {
+      try {
+        this.sanitizer.enqueue(op, this.streams, this.defaultQueue);
+      } catch (e) {
+        if (payload.kind === 'upload' && payload.staging) this.staging.release(payload.staging);
+        throw e;
+      }
+    }
     if (this.trace) op.times = new OpTimes(performance.now());
     // Indexed loops on the per-op path: unoptimized for-of allocates an iterator per loop.
     for (let i = 0; i < deps.length; i++) {
