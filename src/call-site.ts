@@ -16,7 +16,12 @@ export interface Site extends ErrorSite {
   context: string;
   readonly callSite: Error | undefined;
   enqueueSite: Error | undefined;
+  /** The public method called: a stack taken later is cut above it. */
+  readonly entry?: (...args: never[]) => unknown;
 }
+
+/** The public method of the latest call (the sanitizer's report of a race found inside it cuts its stack there, in a bundle too). */
+export let callEntry: ((...args: never[]) => unknown) | undefined;
 
 /** A call's site; its stack is captured only when an error needs it (or eagerly, as enqueueSite). */
 export class CallSite implements Site {
@@ -29,7 +34,9 @@ export class CallSite implements Site {
     readonly capture: boolean,
     /** The public method called: the stack is cut above it, so the caller's frame comes first whatever the files are named (a bundler's). */
     readonly entry?: (...args: never[]) => unknown,
-  ) {}
+  ) {
+    callEntry = entry;
+  }
   get callSite(): Error | undefined {
     return this.enqueueSite ?? (this.capture ? (this.#lazy ??= captureSite(true, this.entry)) : undefined);
   }

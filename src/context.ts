@@ -166,7 +166,7 @@ function isDevice(d: unknown): d is GPUDevice {
 }
 
 function readInfo(i: GPUAdapterInfo | undefined): AdapterInfo {
-  return { vendor: i?.vendor ?? '', architecture: i?.architecture ?? '', device: i?.device ?? '', description: i?.description ?? '' };
+  return { vendor: i?.vendor ?? '', architecture: i?.architecture ?? '', device: (i?.device ?? '').replace(/[-_\s]+$/, ''), description: i?.description ?? '' }; // Dawn's SwiftShader name ends in '-'
 }
 
 /** The built-in kernels from shaders/, compiled on first use. */

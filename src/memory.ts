@@ -59,14 +59,19 @@ export interface PeerHost {
   readBack(src: GPUBuffer, into: Uint8Array, offset: number): Promise<void>;
 }
 
-/** `device.createBuffer(desc)` in an 'out-of-memory' error scope: the buffer, and WebGPU's verdict on it (its error, or null). */
-export function createBufferJudged(device: GPUDevice, desc: GPUBufferDescriptor): { buffer: GPUBuffer; outOfMemory: Promise<GPUError | null> } {
+/**
+ * `device.createBuffer(desc)` in an 'out-of-memory' error scope: the buffer, and WebGPU's verdict on it
+ * (its error, or null). One mapped at creation that the host has no memory to map throws
+ * OutOfMemoryError at `site` (WebGPU throws a RangeError).
+ */
+export function createBufferJudged(device: GPUDevice, desc: GPUBufferDescriptor, site: ErrorSite = {}): { buffer: GPUBuffer; outOfMemory: Promise<GPUError | null> } {
   device.pushErrorScope('out-of-memory');
   let buffer: GPUBuffer;
   try {
     buffer = device.createBuffer(desc);
   } catch (e) {
     void device.popErrorScope().catch(() => undefined);
+    if (e instanceof RangeError && desc.mappedAtCreation) throw new OutOfMemoryError(`no host memory to map '${desc.label ?? ''}' (${desc.size} bytes): ${e.message}`, { ...site, callSite: site.callSite, cause: e });
     throw e;
   }
   return { buffer, outOfMemory: device.popErrorScope() };

@@ -72,7 +72,7 @@ export interface PinnedHost {
   /** Throws DeadlockError when a running host function waits for a claimant queued behind it. */
   checkWait(claimants: readonly Claimant[], what: string): void;
   /** The context's stream sanitizer, told of each view the host takes; null when off. */
-  readonly sanitizer: { hostAccess(p: PinnedBuffer): void } | null;
+  readonly sanitizer: { hostAccess(p: PinnedBuffer, view?: (...args: never[]) => unknown): void } | null;
 }
 
 export class PinnedBuffer {
@@ -118,7 +118,7 @@ export class PinnedBuffer {
     this.label = label;
     this.#host = host;
     const usage = kind === 'upload' ? BufferUsage.MAP_WRITE | BufferUsage.COPY_SRC : BufferUsage.MAP_READ | BufferUsage.COPY_DST;
-    const made = createBufferJudged(host.device, { size, usage, mappedAtCreation: true, label });
+    const made = createBufferJudged(host.device, { size, usage, mappedAtCreation: true, label }, { op: 'allocHost', context: host.label });
     this.buffer = made.buffer;
     made.outOfMemory.then((e) => {
       this.#judged = true;
@@ -166,19 +166,19 @@ export class PinnedBuffer {
 
   /** The whole buffer as bytes. Valid only while the host owns the buffer: re-read after `ready()`. */
   get bytes(): Uint8Array {
-    const v = this.#viewsOrThrow();
+    const v = this.#viewsOrThrow('bytes');
     return (v.bytes ??= this.#own(new Uint8Array(v.range)));
   }
 
   /** The whole buffer as 32-bit floats (size / 4 elements). */
   get f32(): Float32Array {
-    const v = this.#viewsOrThrow();
+    const v = this.#viewsOrThrow('f32');
     return (v.f32 ??= this.#own(new Float32Array(v.range, 0, this.size >>> 2)));
   }
 
   /** The whole buffer as 32-bit unsigned integers. */
   get u32(): Uint32Array {
-    const v = this.#viewsOrThrow();
+    const v = this.#viewsOrThrow('u32');
     return (v.u32 ??= this.#own(new Uint32Array(v.range, 0, this.size >>> 2)));
   }
 
@@ -396,13 +396,13 @@ export class PinnedBuffer {
     return { op, context: this.#host.label };
   }
 
-  #viewsOrThrow(): Views {
+  #viewsOrThrow(view: 'bytes' | 'f32' | 'u32'): Views {
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, this.#at('view'));
     const closed = this.#host.closed();
     if (closed) throw atCall(closed, this.#at('view'));
     if (this.refused) throw atCall(this.refused, this.#at('view'));
     // Before the ownership check: a race is reported even where this run happens to catch it.
-    if (!this.internal) this.#host.sanitizer?.hostAccess(this);
+    if (!this.internal) this.#host.sanitizer?.hostAccess(this, Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id < h.id) h = c; // the first holder: the others wait behind it

@@ -22,6 +22,7 @@ import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceRep
 import { accessFloor, addPendingHostFn, checking, host, hostFnFloor, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
+import { callEntry } from './call-site.js';
 import { TextureRegion, WHOLE } from './texture.js';
 
 /** What to do with a race: throw a `StreamRaceError` at the call, `console.warn` it, or call a function with the report. */
@@ -61,6 +62,12 @@ const MAX_ACCESSES = 1 << 16;
 
 /** @internal tests: how many accesses of `b` the sanitizer holds. */
 export const heldAccesses = (b: GPUBuffer | GPUTexture): number => shadows.get(b)?.list.length ?? 0;
+
+/** The stack from the caller of `entry` (the public method or view getter called), else the whole stack: the user's line first, bundled or not. */
+function stackNow(entry: ((...args: never[]) => unknown) | undefined): Error | undefined {
+  const e = entry && captureSite(true, entry);
+  return e && /\n\s+at /.test(e.stack ?? '') ? e : captureSite(true);
+}
 
 function clockOf(q: StreamQueue): StreamClock {
   return (q.clock ??= newStreamClock());
@@ -116,11 +123,11 @@ export class Sanitizer {
     checking.clock = sc;
     try {
       if (p.kind === 'wait') {
-        if (p.unrecorded) this.#report(unrecordedWait(op, site ?? captureSite(true)));
+        if (p.unrecorded) this.#report(unrecordedWait(op, site ?? stackNow(callEntry)));
         else if (p.clock) join(vc, p.clock);
       }
       const found = checkOp(op, vc, sc.entry);
-      if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? captureSite(true))));
+      if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? stackNow(callEntry))));
       // Commit.
       sc.vc = vc;
       sc.hostSeen = seen;
@@ -137,7 +144,7 @@ export class Sanitizer {
   }
 
   /** The host (or the host function running now) takes a view of pinned buffer `p`. */
-  hostAccess(p: HostTouched): void {
+  hostAccess(p: HostTouched, view?: (...args: never[]) => unknown): void {
     const caller = hostCaller();
     const hc = caller ? hostFnClocks.get(caller) : undefined;
     const write = p.kind === 'upload';
@@ -157,10 +164,10 @@ export class Sanitizer {
     const epoch = vc[entry]!;
     const found = check(p.buffer, p.label, 0, p.size, write, vc, entry, op !== null);
     if (found) {
-      const site = captureSite(true);
+      const site = stackNow(view);
       this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
     }
-    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? captureSite(true) : undefined });
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? stackNow(view) : undefined });
   }
 
   /** Unrecorded waits warned about, by stream and event, each once. */

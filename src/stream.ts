@@ -123,7 +123,7 @@ export class Stream {
     const pipeline = kernel.pipeline(constants);
     // A launch can still fail after the call while its pipeline is not known to compile: keep its
     // call site for that error. Once the pipeline validated, later launches of it skip the stack.
-    if (!pipeline.ok && this.#host.captureStacks === true) site.enqueueSite = captureSite(true);
+    if (!pipeline.ok && this.#host.captureStacks === true) site.enqueueSite = captureSite(true, site.entry);
     return this.#enqueue({ kind: 'launch', kernel, pipeline, bindings: r.resources, textures: r.textures, workgroups }, NONE, r.tracked, site, kernel.label, '', r.isolated).id;
   }
 

@@ -50,8 +50,8 @@ export class UploadRing implements StagingRing {
     let p = this.#free.get(size)?.pop();
     if (p) this.#freeCount--;
     else {
+      p = new PinnedBuffer(this.host, size, 'upload', `${this.host.label} uploadFrom staging`); // counted once made
       this.memory.staging += size;
-      p = new PinnedBuffer(this.host, size, 'upload', `${this.host.label} uploadFrom staging`);
       p.internal = true;
     }
     this.#out++;

@@ -5,7 +5,7 @@
  * browser example runs in headless Chromium; streamWeights matches the CPU reference on a
  * sanitized context.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'vite';
@@ -52,6 +52,34 @@ it.each([
   }
   expect(r.code).toBe(0);
 }, 150_000);
+
+it("in one bundled file (as the CLIs and examples are built), a race report's call sites are the user's lines, not the library's", async () => {
+  mkdirSync(join(root, 'dist'), { recursive: true });
+  const dir = mkdtempSync(join(root, 'dist', 'race-site-')); // beside node_modules: the bundle imports webgpu
+  try {
+    const script = join(dir, 'race-site.ts');
+    writeFileSync(script, [
+      "import { createNodeContext } from 'webgpu-streams/node';",
+      "const ctx = await createNodeContext({ sanitize: (r) => console.log(`SECOND ${r.second.callSite}`) });",
+      "const [load, compute] = [ctx.createStream({ label: 'load' }), ctx.createStream({ label: 'compute' })];",
+      "const [w, x, y] = [ctx.alloc(4096), ctx.alloc(4096), ctx.alloc(4096)];",
+      'load.upload(new Float32Array(1024).fill(1), w);',
+      'compute.launch(ctx.kernels.vectorAdd, { bindings: [x, w, y], workgroups: 4 }); // line 6',
+      'compute.copy(w, x); // line 7',
+      'await ctx.synchronize();',
+      'ctx.destroy();',
+    ].join('\n'));
+    const alias = { 'webgpu-streams/node': join(root, 'src/node.ts'), 'webgpu-streams': join(root, 'src/index.ts') };
+    await build({ configFile: false, logLevel: 'warn', resolve: { alias }, ssr: { noExternal: true, external: ['webgpu'] }, build: { outDir: dir, emptyOutDir: false, ssr: true, target: 'node20', sourcemap: true, rollupOptions: { input: { race: script }, external: ['webgpu', /^node:/], output: { entryFileNames: '[name].mjs', format: 'es', codeSplitting: false } } } });
+    const r = await runCommand(process.execPath, ['--enable-source-maps', join(dir, 'race.mjs')], { cwd: root, timeoutMs: 60_000 });
+    const seconds = r.stdout.split('\n').filter((l) => l.startsWith('SECOND'));
+    expect(seconds, r.output).toHaveLength(2);
+    expect(seconds[0], 'the launch (its stack kept while its pipeline validates)').toMatch(/^SECOND at .*race-site\.ts:6:/);
+    expect(seconds[1], 'the copy (its stack taken at the report)').toMatch(/^SECOND at .*race-site\.ts:7:/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);
 
 describe.skipIf(browserMissing() !== null)('the browser example', () => {
   it('runs the two-stream pipeline in headless Chromium and checks it', async () => {

@@ -277,6 +277,14 @@ describe('staging kept for reuse', () => {
       expect(() => s.upload(new Uint8Array(2 << 20), x)).toThrow(expect.objectContaining({ name: 'OutOfMemoryError', op: 'upload', stream: 'uploads', message: expect.stringMatching(/no memory for the \d+-byte staging buffer a pageable upload copies into/) }));
       expect(c.memory.staging).toBe(before);
       expect(s.pendingOps).toBe(0);
+      // A pinned buffer, and uploadFrom's ring of them, the same.
+      expect(() => c.allocHost(2 << 20, 'upload', { label: 'pinned' })).toThrow(expect.objectContaining({ name: 'OutOfMemoryError', op: 'allocHost', message: expect.stringMatching(/no host memory to map 'pinned'/) }));
+      const failed = s.uploadFrom(new Blob([new Uint8Array(2 << 20)]).stream(), x);
+      const e = await s.synchronize().then(() => null, (err: unknown) => err as Error & { op?: string });
+      expect(e, String(e)).toMatchObject({ name: 'OutOfMemoryError', op: 'uploadFrom', stream: 'uploads' });
+      expect(failed).toBeGreaterThan(0);
+      c.emptyCache();
+      expect(c.memory.staging, 'nothing counted for what was not made').toBe(before);
       x.destroy();
     } finally {
       c.destroy();
