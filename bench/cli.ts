@@ -254,6 +254,12 @@ export function withRunnerEnv(threads = 16): Promise<number | null> {
  * prints `<name>: FAILED` and exits 1.
  */
 export function runRunner(name: string, main: (argv: string[]) => Promise<number>): void {
+  // Output piped into a reader that stops early (`| head`): the run goes on to its end, unprinted, and cleans up.
+  for (const out of [process.stdout, process.stderr]) {
+    out.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+    });
+  }
   void withRunnerEnv().then((again) => {
     if (again !== null) process.exit(again);
     return main(process.argv.slice(2)).then(

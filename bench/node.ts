@@ -63,6 +63,7 @@ export async function main(argv: string[]): Promise<number> {
     let last = '';
     const suite = await runSuite(ctx, {
       quick: opts.quick,
+      sanitize: opts.sanitize,
       storage: nodeWeightsStorage,
       secondGpu: nodeSecondGpu('second', true),
       ...(opts.scenarios ? { only: opts.scenarios } : {}),

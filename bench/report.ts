@@ -189,6 +189,7 @@ export function validateSuiteResult(x: unknown): string[] {
   if (v.string(x['date'], '$.date') && Number.isNaN(Date.parse(x['date'] as string))) p.push(`$.date: not a date: ${JSON.stringify(x['date'])}`);
   v.optional(x['commit'], '$.commit', (y, at) => v.string(y, at));
   v.boolean(x['quick'], '$.quick');
+  v.optional(x['sanitize'], '$.sanitize', (y, at) => v.boolean(y, at));
   v.boolean(x['ok'], '$.ok');
 
   const d = x['device'];
@@ -329,6 +330,10 @@ export function formatReport(result: SuiteResult, files: string[], problems: str
     '',
     `adapter: ${describeDevice(result.device)} (runner: ${result.device.runner}${result.quick ? ', quick' : ''})`,
   ];
+  if (result.sanitize) {
+    const races = result.scenarios.reduce((n, s) => n + (s.races?.length ?? 0), 0);
+    lines.push(`stream sanitizer on: ${races} race${races === 1 ? '' : 's'}${races ? ` (${result.scenarios.filter((s) => s.races?.length).map((s) => `${s.id} ${s.races!.length}`).join(', ')}; arrows on the timeline)` : ''}; host costs include the sanitizer's`);
+  }
   if (result.device.vendor === 'mock') lines.push('MOCK DATA: nothing was measured; this checks the runner and the page only.');
   else if (isSoftwareDevice(result.device)) lines.push(SOFTWARE_WARNING);
   if (problems.length > 0) {

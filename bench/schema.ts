@@ -81,6 +81,8 @@ export interface SuiteResult {
   date: string;
   commit?: string;
   quick: boolean;
+  /** Run with the stream sanitizer on: its host costs include the sanitizer's; races in `scenarios[].races`. */
+  sanitize?: boolean;
   device: DeviceReport;
   scenarios: ScenarioResult[];
   /** True when every scenario verified. */

@@ -37,6 +37,8 @@ export interface SuiteOptions {
   storage?: WeightsStorage;
   /** A context on a second GPU for "two GPUs". @default a second device of the same adapter */
   secondGpu?: SecondGpu;
+  /** `ctx` has the stream sanitizer on (the result says so). @default false */
+  sanitize?: boolean;
 }
 
 /**
@@ -80,6 +82,7 @@ export async function runSuite(ctx: Context, options: SuiteOptions = {}): Promis
     date: new Date().toISOString(),
     ...(options.commit ? { commit: options.commit } : {}),
     quick,
+    ...(options.sanitize ? { sanitize: true } : {}),
     device: deviceReport(ctx, runner),
     scenarios: results,
     ok: results.every((r) => r.verification.ok),

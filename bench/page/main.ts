@@ -505,7 +505,7 @@ async function loadBackend(): Promise<Backend> {
     mock: false,
     scenarios: suite.scenarios,
     device: dev.deviceReport(ctx, opts.runner),
-    run: (o) => suite.runSuite(ctx, { ...o, runner: opts.runner }),
+    run: (o) => suite.runSuite(ctx, { ...o, runner: opts.runner, sanitize: opts.sanitize }),
   };
 }
 

@@ -4,6 +4,7 @@
  * import besides node: builtins is `webgpu` (DESIGN.md, "Runners": it is copied to GPU machines
  * that have no npm), exit 0, and write a valid, verified result and a Chrome trace.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,4 +73,25 @@ describe.skipIf(skipReason !== null)('Node bench runner (quick, Dawn)', () => {
     expect(result.scenarios.filter((s) => !s.verification.ok).map((s) => `${s.id}: ${s.verification.detail}`)).toEqual([]);
     expect(files.some((f) => f.endsWith('-node-quick-trace.json'))).toBe(true);
   });
+
+  it("with --sanitize says so and counts the races; piped into a reader that stops early (| head), it runs to its end and exits 0 (EPIPE crashed it)", async () => {
+    const out = mkdtempSync(join(tmpdir(), 'webgpu-streams-node-bench-'));
+    try {
+      const full = await runNode([join(cliDir, 'bench-node.mjs'), '--quick', '--sanitize', '--scenarios', 'priorities', '--out', out], 120_000);
+      expect(full.code, full.output.slice(-2000)).toBe(0);
+      expect(full.stdout).toMatch(/stream sanitizer on: 0 races; host costs include the sanitizer's/);
+      const json = readdirSync(out).find((f) => f.endsWith('-node-quick.json'))!;
+      expect((JSON.parse(readFileSync(join(out, json), 'utf8')) as SuiteResult).sanitize).toBe(true);
+      // `node bench-node.mjs ... | head -1`: the reader closes the pipe after its first line.
+      const child = spawn(process.execPath, [join(cliDir, 'bench-node.mjs'), '--quick', '--scenarios', 'priorities', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += String(d)));
+      child.stdout.once('data', () => child.stdout.destroy());
+      const code = await new Promise<number | null>((done) => child.on('exit', (c) => done(c)));
+      expect(stderr).not.toMatch(/EPIPE|Unhandled 'error' event/);
+      expect(code, stderr.slice(-2000)).toBe(0);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }, 300_000);
 });
