@@ -286,7 +286,7 @@ export class Context {
       throw new InvalidArgumentError(`Expected \`priority\` to be an integer from ${PRIORITY_RANGE.greatest} (highest) to ${PRIORITY_RANGE.least} (the default; others are clamped), got ${showValue(o.priority)}`, site);
     }
     const asked = o.priority === undefined ? 0 : (o.priority as number);
-    const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked));
+    const priority = Math.min(PRIORITY_RANGE.least, Math.max(PRIORITY_RANGE.greatest, asked)) || 0; // never -0
     const nonBlocking = o.nonBlocking === undefined ? false : expectBoolean('nonBlocking', o.nonBlocking, site);
     const label = expectLabel(o.label, () => `stream#${++this.#made.streams}`, site);
     return new Stream(this.#host, this.#scheduler.createQueue(label, priority, nonBlocking));

@@ -240,6 +240,7 @@ describe('priorities', () => {
     expect(ctx.createStream({ priority: 99 }).priority).toBe(0);
     expect(ctx.createStream({ priority: -6 }).priority).toBe(ctx.priorityRange.greatest);
     expect(ctx.createStream({ priority: -3 }).priority).toBe(-3);
+    expect(ctx.createStream({ priority: -0 }).priority, 'not -0').toBe(0);
     expect(() => ctx.createStream({ priority: 0.5 })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringMatching(/`priority` to be an integer from -5 \(highest\) to 0 \(the default; others are clamped\), got `0.5`/) }));
     expect(() => ctx.createStream({ priority: '1' as unknown as number })).toThrow(expect.objectContaining({ name: 'InvalidArgumentError' }));
   });
