@@ -209,6 +209,10 @@ export class StreamRaceError extends StreamError {
     super(report.message, site);
     this.report = report;
   }
+  /** The second access's call site (the report's). */
+  override get callSite(): string | undefined {
+    return this.report.second.callSite ?? super.callSite;
+  }
 }
 
 /** A readable one-line description of something thrown, whatever it is (a Symbol, an object whose toString throws). */
@@ -252,6 +256,17 @@ export function captureSite(enabled: boolean, above?: (...args: never[]) => unkn
   const e = new Error('enqueued here');
   E.stackTraceLimit = limit;
   return e;
+}
+
+/** The stack from the caller of `fn` (a public function, method or getter), else the whole stack (`fn` is not on it): the user's line first, bundled or not. For errors: it formats the stack. */
+export function stackFrom(fn: unknown): Error | undefined {
+  const e = typeof fn === 'function' ? captureSite(true, fn as (...args: never[]) => unknown) : undefined;
+  return e && /\n\s+at /.test(e.stack ?? '') ? e : captureSite(true);
+}
+
+/** The site of a call of the public `fn` (op `op`, and `more`): its stack, taken when an error reads it, begins at the caller. */
+export function calledAt(op: string, fn: unknown, more: ErrorSite = {}): ErrorSite {
+  return { ...more, op, get callSite() { return stackFrom(fn); } };
 }
 
 /** A stack frame line: V8's `at ...`, or SpiderMonkey's and JavaScriptCore's `fn@file:line:col` (message lines are not). */

@@ -3,7 +3,7 @@
  * any context), query or await it, and measure GPU time between two timing events from timestamp
  * queries.
  */
-import { EntrySite, EventNotReadyError, EventTimingError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { calledAt, EntrySite, EventNotReadyError, EventTimingError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { Op } from './op.js';
 import { joinHost, type VectorClock } from './clock.js';
 import { StreamQueue } from './op.js';
@@ -55,7 +55,7 @@ export class GpuEvent {
   record(stream: EventRecorder = this.#host.defaultStream): number {
     const queue = (stream as { queue?: unknown } | null)?.queue;
     if (!(queue instanceof StreamQueue)) {
-      throw new InvalidArgumentError(`Expected \`stream\` to be a Stream (ctx.createStream()), got ${showValue(stream)}`, { op: 'record', context: this.owner.label });
+      throw new InvalidArgumentError(`Expected \`stream\` to be a Stream (ctx.createStream()), got ${showValue(stream)}`, calledAt('record', GpuEvent.prototype.record, { context: this.owner.label }));
     }
     return stream.record(this);
   }
@@ -106,7 +106,7 @@ export class GpuEvent {
    * have completed (await `end.synchronize()` first), and both must be of one device (one clock).
    */
   elapsedTime(end: GpuEvent): number {
-    const site = { op: 'elapsedTime', context: this.owner.label };
+    const site = calledAt('elapsedTime', GpuEvent.prototype.elapsedTime, { context: this.owner.label });
     if (!(end instanceof GpuEvent)) throw new InvalidArgumentError(`Expected \`end\` to be a GpuEvent, got ${showValue(end)}`, site);
     if (end.owner.device !== this.owner.device) {
       throw new EventTimingError(`events '${this.label}' (context '${this.owner.label}') and '${end.label}' (context '${end.owner.label}') are on two devices, which have two GPU clocks: time each device's work with two events of its own`, site);

@@ -4,7 +4,7 @@
  * device and per set of override constants; compilation errors are caught in an error scope so a
  * bad kernel fails its own launches and no other stream's work.
  */
-import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { calledAt, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { ShaderStage } from './gpu-constants.js';
 import { expectInteger, expectKnownKeys, expectLabel, expectObject, expectString, showValue } from './validate.js';
 import { reflectWgsl, type BindingInfo } from './wgsl.js';
@@ -261,7 +261,7 @@ function constantsKey(constants: Record<string, number> | undefined): string {
 
 /** Workgroup counts for a 1-D problem of `n` items, spilling into y past the per-dimension limit. */
 export function workgroupsFor(n: number, workgroupSize: number, maxPerDimension = 65535): [number, number, number] {
-  const site = { op: 'workgroupsFor' };
+  const site = WORKGROUPS_SITE;
   expectInteger('n', n, 0, Number.MAX_SAFE_INTEGER, site);
   expectInteger('workgroupSize', workgroupSize, 1, Number.MAX_SAFE_INTEGER, site);
   expectInteger('maxPerDimension', maxPerDimension, 1, Number.MAX_SAFE_INTEGER, site);
@@ -269,3 +269,5 @@ export function workgroupsFor(n: number, workgroupSize: number, maxPerDimension 
   if (groups <= maxPerDimension) return [groups, 1, 1];
   return [maxPerDimension, Math.ceil(groups / maxPerDimension), 1];
 }
+/** One site for every call (its stack is taken only when an error reads it). */
+const WORKGROUPS_SITE = calledAt('workgroupsFor', workgroupsFor);

@@ -11,7 +11,7 @@
  * whole life: when it is garbage-collected while a device is in use, the process crashes.
  */
 import { createContext, OPTION_KEYS, type Context, type ContextOptions } from './context.js';
-import { InvalidArgumentError, StreamError, UploadSourceError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
+import { calledAt, InvalidArgumentError, StreamError, UploadSourceError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
@@ -31,7 +31,7 @@ export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAl
 }
 
 export async function createNodeContext(options: NodeContextOptions = {}): Promise<Context> {
-  const site = { op: 'createNodeContext' };
+  const site = calledAt('createNodeContext', createNodeContext);
   const o = expectObject('options', options, site);
   if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\` (and keeps it alive); pass \`device\` to borrow one, or use createContext({ gpu }) for a gpu of yours`, site);
   expectKnownKeys('options', o, [...OPTION_KEYS.filter((k) => k !== 'gpu'), 'dawnToggles', 'installGlobals', 'adapter'], site);
@@ -114,7 +114,7 @@ export interface FileHandleLike {
  * @default the thread pool's size, at most 16
  */
 export async function openFile(path: string | FileHandleLike, options: { parallel?: number } = {}): Promise<FileSource> {
-  const site = { op: 'openFile' };
+  const site = calledAt('openFile', openFile);
   const owned = typeof path === 'string'; // opened here, closed here; a FileHandle passed in is the caller's
   const handle = typeof path === 'object' && path !== null && typeof (path as { read?: unknown }).read === 'function' && typeof (path as { stat?: unknown }).stat === 'function';
   if (!owned && !handle) throw new InvalidArgumentError(`Expected \`path\` to be a path or a FileHandle of node:fs/promises, got ${showValue(path)}`, site);

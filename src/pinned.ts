@@ -8,7 +8,7 @@
  * `PinnedBufferBusyError` naming the op and stream holding it; once the GPU is done with those ops
  * the buffer is mapped back by itself and `ready()` resolves.
  */
-import { atCall, describeThrown, DestroyedError, GpuValidationError, OutOfMemoryError, PinnedBufferBusyError, StreamError } from './errors.js';
+import { atCall, calledAt, describeThrown, DestroyedError, GpuValidationError, OutOfMemoryError, PinnedBufferBusyError, StreamError, type ErrorSite } from './errors.js';
 import { BufferUsage, MapMode } from './gpu-constants.js';
 import { joinHost } from './clock.js';
 import { createBufferJudged } from './memory.js';
@@ -397,23 +397,24 @@ export class PinnedBuffer {
   }
 
   #viewsOrThrow(view: 'bytes' | 'f32' | 'u32'): Views {
-    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, this.#at('view'));
+    const at = (): ErrorSite => calledAt('view', Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get, { context: this.#host.label });
+    if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, at());
     const closed = this.#host.closed();
-    if (closed) throw atCall(closed, this.#at('view'));
-    if (this.refused) throw atCall(this.refused, this.#at('view'));
+    if (closed) throw atCall(closed, at());
+    if (this.refused) throw atCall(this.refused, at());
     // Before the ownership check: a race is reported even where this run happens to catch it.
     if (!this.internal) this.#host.sanitizer?.hostAccess(this, Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id < h.id) h = c; // the first holder: the others wait behind it
       if (!h && this.state === 'unmapped') {
-        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, this.#at('view'));
+        throw new PinnedBufferBusyError(`pinned buffer '${this.label}' was unmapped by unmap(); \`await pinned.ready()\` maps it back (its contents are kept)`, at());
       }
       const more = this.claimants.length - 1;
       const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'${more > 0 ? ` (and ${more} more op${more > 1 ? 's' : ''} after it)` : ''}` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
         `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued on that stream before that op, or use another buffer`,
-        h ? { ...this.#at('view'), stream: h.stream.label } : this.#at('view'),
+        h ? { ...at(), stream: h.stream.label } : at(),
       );
     }
     return (this.#views ??= { range: this.buffer.getMappedRange() });

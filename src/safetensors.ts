@@ -3,7 +3,7 @@
  * header naming each tensor's dtype, shape and byte range, then the raw tensors) without loading
  * it: the header says where each tensor is, and `stream.uploadFrom(file, dst, range)` moves it.
  */
-import { InvalidArgumentError, UploadSourceError } from './errors.js';
+import { calledAt, InvalidArgumentError, UploadSourceError } from './errors.js';
 import { expectInteger, expectObject, expectString, showValue } from './validate.js';
 import { isRandomAccess, type RandomAccessSource } from './upload-from.js';
 
@@ -37,7 +37,7 @@ export class SafetensorsFile {
 
   /** Reads and checks the header; a file that is not what it says throws UploadSourceError. */
   static async open(source: RandomAccessSource): Promise<SafetensorsFile> {
-    const site = { op: 'safetensors' };
+    const site = calledAt('safetensors', SafetensorsFile.open);
     if (!isRandomAccess(source)) throw new InvalidArgumentError(`Expected \`source\` to be a random-access source ({ size, read(into, position) }: openFile() in 'webgpu-streams/node', httpSource()), got ${showValue(source)}`, site);
     expectInteger('source.size', source.size, 0, Number.MAX_SAFE_INTEGER, site);
     const name = source.label ? `'${source.label}'` : 'the file';
@@ -95,24 +95,24 @@ export class SafetensorsFile {
   /** The tensor named `name`. */
   tensor(name: string): TensorInfo {
     const t = this.tensors.find((x) => x.name === name);
-    if (!t) throw new InvalidArgumentError(`no tensor '${name}' in ${this.source.label ?? 'the file'}; it has ${this.tensors.length}: ${this.tensors.slice(0, 5).map((x) => x.name).join(', ')}${this.tensors.length > 5 ? ', ...' : ''}`, { op: 'safetensors' });
+    if (!t) throw new InvalidArgumentError(`no tensor '${name}' in ${this.source.label ?? 'the file'}; it has ${this.tensors.length}: ${this.tensors.slice(0, 5).map((x) => x.name).join(', ')}${this.tensors.length > 5 ? ', ...' : ''}`, calledAt('safetensors', SafetensorsFile.prototype.tensor));
     return t;
   }
 
   /** Layer `i`'s tensors (names with `layers.<i>.`, `h.<i>.` or `blocks.<i>.`), in file order; none past the last layer. */
   layer(i: number): TensorInfo[] {
-    expectInteger('i', i, 0, Number.MAX_SAFE_INTEGER, { op: 'safetensors.layer' });
+    expectInteger('i', i, 0, Number.MAX_SAFE_INTEGER, calledAt('safetensors.layer', SafetensorsFile.prototype.layer));
     const re = new RegExp(`(^|\\.)(layers|layer|h|blocks)\\.${i}\\.`);
     return this.tensors.filter((t) => re.test(t.name));
   }
 
   /** The bytes `tensors` span, which must lie back to back in the file: one `uploadFrom` moves them all. */
   span(tensors: readonly TensorInfo[]): { offset: number; size: number } {
-    if (!Array.isArray(tensors) || !tensors.every((t) => this.tensors.includes(t as TensorInfo))) throw new InvalidArgumentError(`Expected an array of this file's tensors (its tensors, layer(i) or a part of them), got ${showValue(tensors)}`, { op: 'safetensors.span' });
-    if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span (a layer() past the last layer has none)', { op: 'safetensors' });
+    if (!Array.isArray(tensors) || !tensors.every((t) => this.tensors.includes(t as TensorInfo))) throw new InvalidArgumentError(`Expected an array of this file's tensors (its tensors, layer(i) or a part of them), got ${showValue(tensors)}`, calledAt('safetensors.span', SafetensorsFile.prototype.span));
+    if (tensors.length === 0) throw new InvalidArgumentError('no tensors to span (a layer() past the last layer has none)', calledAt('safetensors', SafetensorsFile.prototype.span));
     const sorted = [...tensors].sort(inFileOrder);
     for (let k = 1; k < sorted.length; k++) {
-      if (sorted[k]!.offset !== sorted[k - 1]!.offset + sorted[k - 1]!.size) throw new InvalidArgumentError(`tensors '${sorted[k - 1]!.name}' and '${sorted[k]!.name}' are not back to back in the file; upload them one by one`, { op: 'safetensors' });
+      if (sorted[k]!.offset !== sorted[k - 1]!.offset + sorted[k - 1]!.size) throw new InvalidArgumentError(`tensors '${sorted[k - 1]!.name}' and '${sorted[k]!.name}' are not back to back in the file; upload them one by one`, calledAt('safetensors', SafetensorsFile.prototype.span));
     }
     const last = sorted[sorted.length - 1]!;
     return { offset: sorted[0]!.offset, size: last.offset + last.size - sorted[0]!.offset };
@@ -144,7 +144,7 @@ async function readExactly(src: RandomAccessSource, at: number, n: number, bad: 
  * for tensors laid out back to back in the given order; write each tensor's bytes after it.
  */
 export function safetensorsHeader(tensors: readonly { name: string; dtype: string; shape: readonly number[] }[], metadata?: Record<string, string>): Uint8Array {
-  const site = { op: 'safetensors' };
+  const site = calledAt('safetensors', safetensorsHeader);
   if (!Array.isArray(tensors)) throw new InvalidArgumentError(`Expected \`tensors\` to be an array of { name, dtype, shape }, got ${showValue(tensors)}`, site);
   // A null-prototype header: a tensor named '__proto__' is a key like any other.
   const header: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
@@ -178,9 +178,9 @@ export function safetensorsHeader(tensors: readonly { name: string; dtype: strin
 export function encodeSafetensors(tensors: readonly { name: string; dtype: string; shape: readonly number[]; data: Uint8Array }[], metadata?: Record<string, string>): Uint8Array {
   const head = safetensorsHeader(tensors, metadata);
   for (const t of tensors) {
-    if (!(t.data instanceof Uint8Array)) throw new InvalidArgumentError(`Expected the data of '${t.name}' to be a Uint8Array, got ${showValue(t.data)}`, { op: 'safetensors' });
+    if (!(t.data instanceof Uint8Array)) throw new InvalidArgumentError(`Expected the data of '${t.name}' to be a Uint8Array, got ${showValue(t.data)}`, calledAt('safetensors', encodeSafetensors));
     const want = t.shape.reduce((p, d) => p * d, dtypeBytes(t.dtype)!);
-    if (t.data.byteLength !== want) throw new InvalidArgumentError(`'${t.name}' (${t.dtype} [${t.shape.join(', ')}]) needs ${want} bytes, got ${t.data.byteLength}`, { op: 'safetensors' });
+    if (t.data.byteLength !== want) throw new InvalidArgumentError(`'${t.name}' (${t.dtype} [${t.shape.join(', ')}]) needs ${want} bytes, got ${t.data.byteLength}`, calledAt('safetensors', encodeSafetensors));
   }
   const out = new Uint8Array(head.byteLength + tensors.reduce((n, t) => n + t.data.byteLength, 0));
   out.set(head);

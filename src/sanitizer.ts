@@ -18,7 +18,7 @@
  * The state is per process (contexts may share a device, its buffers and each other's events);
  * each context reports its own ops' races in its own mode.
  */
-import { captureSite, formatSite, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
+import { captureSite, formatSite, stackFrom, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
 import { accessFloor, addPendingHostFn, checking, host, hostFnFloor, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
@@ -62,12 +62,6 @@ const MAX_ACCESSES = 1 << 16;
 
 /** @internal tests: how many accesses of `b` the sanitizer holds. */
 export const heldAccesses = (b: GPUBuffer | GPUTexture): number => shadows.get(b)?.list.length ?? 0;
-
-/** The stack from the caller of `entry` (the public method or view getter called), else the whole stack: the user's line first, bundled or not. */
-function stackNow(entry: ((...args: never[]) => unknown) | undefined): Error | undefined {
-  const e = entry && captureSite(true, entry);
-  return e && /\n\s+at /.test(e.stack ?? '') ? e : captureSite(true);
-}
 
 function clockOf(q: StreamQueue): StreamClock {
   return (q.clock ??= newStreamClock());
@@ -123,11 +117,11 @@ export class Sanitizer {
     checking.clock = sc;
     try {
       if (p.kind === 'wait') {
-        if (p.unrecorded) this.#report(unrecordedWait(op, site ?? stackNow(callEntry)));
+        if (p.unrecorded) this.#report(unrecordedWait(op, site ?? stackFrom(callEntry)));
         else if (p.clock) join(vc, p.clock);
       }
       const found = checkOp(op, vc, sc.entry);
-      if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? stackNow(callEntry))));
+      if (found) this.#report(raceReport(found, describeOp(op, found.write, site ?? stackFrom(callEntry))));
       // Commit.
       sc.vc = vc;
       sc.hostSeen = seen;
@@ -164,10 +158,10 @@ export class Sanitizer {
     const epoch = vc[entry]!;
     const found = check(p.buffer, p.label, 0, p.size, write, vc, entry, op !== null);
     if (found) {
-      const site = stackNow(view);
+      const site = stackFrom(view);
       this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
     }
-    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? stackNow(view) : undefined });
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? stackFrom(view) : undefined });
   }
 
   /** Unrecorded waits warned about, by stream and event, each once. */

@@ -6,7 +6,7 @@
  * for its fill. Fills may run up to `count` uses ahead, so loading overlaps computing.
  */
 import { Context } from './context.js';
-import { DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
+import { calledAt, DestroyedError, InvalidArgumentError, type ErrorSite } from './errors.js';
 import type { GpuEvent } from './event.js';
 import { DeviceBuffer } from './memory.js';
 import { Stream } from './stream.js';
@@ -44,8 +44,8 @@ export class SlotRing {
   readonly #context: string;
 
   constructor(ctx: Context, options: SlotRingOptions) {
-    if (!(ctx instanceof Context)) throw new InvalidArgumentError(`Expected \`ctx\` to be a Context, got ${showValue(ctx)}`, { op: 'SlotRing' });
-    const site = { op: 'SlotRing', context: ctx.label };
+    if (!(ctx instanceof Context)) throw new InvalidArgumentError(`Expected \`ctx\` to be a Context, got ${showValue(ctx)}`, calledAt('SlotRing', SlotRing));
+    const site = calledAt('SlotRing', SlotRing, { context: ctx.label });
     expectKnownKeys('options', expectObject('options', options, site), ['producer', 'consumer', 'bytes', 'count', 'buffers', 'label'], site);
     const label = expectLabel(options.label, () => 'slot', site);
     const { producer, consumer } = options;
@@ -98,7 +98,7 @@ export class SlotRing {
    */
   fill(work: SlotWork): number {
     const i = this.#filled;
-    const site = { op: 'SlotRing.fill', stream: this.producer.label, context: this.#context };
+    const site = calledAt('SlotRing.fill', SlotRing.prototype.fill, { stream: this.producer.label, context: this.#context });
     this.#outside(site);
     expectFunction('work', work, site);
     if (i - this.count >= this.#used) {
@@ -119,7 +119,7 @@ export class SlotRing {
    */
   use(work: SlotWork): number {
     const i = this.#used;
-    const site = { op: 'SlotRing.use', stream: this.consumer.label, context: this.#context };
+    const site = calledAt('SlotRing.use', SlotRing.prototype.use, { stream: this.consumer.label, context: this.#context });
     this.#outside(site);
     expectFunction('work', work, site);
     if (i >= this.#filled) throw new InvalidArgumentError(`use ${i} of ${this.label}[${i % this.count}] has no fill enqueued: call fill() first`, site);

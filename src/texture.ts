@@ -4,7 +4,7 @@
  * WebGPU wants a buffer's rows 256-byte aligned when a copy takes more than one row: a pageable
  * transfer stages its rows aligned, a pinned or device buffer with other rows copies row by row.
  */
-import { InvalidArgumentError, type ErrorSite } from './errors.js';
+import { calledAt, InvalidArgumentError, type ErrorSite } from './errors.js';
 import { TextureUsage } from './gpu-constants.js';
 import { DeviceResource, type MemoryStats } from './memory.js';
 import { expectInteger, showValue } from './validate.js';
@@ -47,7 +47,7 @@ export function sampleKind(format: string): 'float' | 'unfilterable-float' | 'ui
 
 /** How to lay out a texture region's rows in a buffer for one copy command: `bytesPerRow` 256-aligned. */
 export function textureLayout(format: GPUTextureFormat, size: readonly number[]): { bytesPerRow: number; rowsPerImage: number; byteLength: number } {
-  const site: ErrorSite = { op: 'textureLayout' };
+  const site = calledAt('textureLayout', textureLayout);
   const texel = TEXEL_BYTES[format];
   if (texel === undefined) throw new InvalidArgumentError(`format '${String(format)}' has no texel size here (compressed, depth or unknown); transfers move uncompressed color formats`, site);
   const [w, h, d] = extent(size, 'size', site);

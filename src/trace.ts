@@ -3,7 +3,7 @@
  * read-outs), and GPU begin/end from timestamp queries where the device has them (estimated from
  * submit and completion where not). Exports Chrome Trace Event JSON (Perfetto, chrome://tracing).
  */
-import { InvalidArgumentError, type RaceReport } from './errors.js';
+import { calledAt, InvalidArgumentError, type RaceReport } from './errors.js';
 import { OpTimes, type Op } from './op.js';
 import { expectBoolean, expectFunction, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 
@@ -73,7 +73,7 @@ export class Trace {
     return this.#limit;
   }
   set limit(n: number) {
-    this.#limit = expectInteger('trace.limit', n, 1, Number.MAX_SAFE_INTEGER, { op: 'trace.limit' });
+    this.#limit = expectInteger('trace.limit', n, 1, Number.MAX_SAFE_INTEGER, SITES.limit);
   }
   /**
    * Time every GPU op with timestamp queries while true (needs the device's 'timestamp-query');
@@ -85,7 +85,7 @@ export class Trace {
     return this.#gpuTimestamps;
   }
   set gpuTimestamps(on: boolean) {
-    this.#gpuTimestamps = expectBoolean('trace.gpuTimestamps', on, { op: 'trace.gpuTimestamps' });
+    this.#gpuTimestamps = expectBoolean('trace.gpuTimestamps', on, SITES.gpuTimestamps);
   }
   #gpuTimestamps = false;
 
@@ -151,7 +151,7 @@ export class Trace {
 
   /** Adds a span of your own, e.g. the host filling a pinned buffer. */
   mark(lane: string, kind: TraceSpan['kind'], name: string, start: number, end: number): void {
-    const site = { op: 'trace.mark' };
+    const site = SITES.mark;
     expectString('lane', lane, site);
     if (!SPAN_KINDS.includes(kind)) throw new InvalidArgumentError(`Expected \`kind\` to be one of ${SPAN_KINDS.map((k) => `'${k}'`).join(', ')}, got ${showValue(kind)}`, site);
     expectString('name', name, site);
@@ -163,7 +163,7 @@ export class Trace {
 
   /** Runs `fn` and records it as a host span. */
   async span<T>(lane: string, kind: TraceSpan['kind'], name: string, fn: () => T | Promise<T>): Promise<T> {
-    expectFunction('fn', fn, { op: 'trace.span' });
+    expectFunction('fn', fn, SITES.span);
     const start = performance.now();
     try {
       return await fn();
@@ -183,7 +183,7 @@ export class Trace {
 
   /** The GPU times of an op in host ms, or null when it has no timestamps (or no clock yet). */
   gpuTimes(r: OpRecord): { start: number; end: number } | null {
-    if (typeof r !== 'object' || r === null) throw new InvalidArgumentError(`Expected an OpRecord (one of trace.records), got ${showValue(r)}`, { op: 'trace.gpuTimes' });
+    if (typeof r !== 'object' || r === null) throw new InvalidArgumentError(`Expected an OpRecord (one of trace.records), got ${showValue(r)}`, SITES.gpuTimes);
     if (r.gpuBegin === null || r.gpuEnd === null || !this.#clock) return null;
     const start = this.#clock.gpuToHostMs(r.gpuBegin);
     const end = this.#clock.gpuToHostMs(r.gpuEnd);
@@ -192,7 +192,7 @@ export class Trace {
 
   /** Timeline spans, optionally only those starting at or after `since` (ms). */
   spans(since = -Infinity): TraceSpan[] {
-    if (typeof since !== 'number' || Number.isNaN(since)) throw new InvalidArgumentError(`Expected \`since\` to be a number (ms), got ${showValue(since)}`, { op: 'trace.spans' });
+    if (typeof since !== 'number' || Number.isNaN(since)) throw new InvalidArgumentError(`Expected \`since\` to be a number (ms), got ${showValue(since)}`, SITES.spans);
     const out: TraceSpan[] = [];
     for (const r of this.records) {
       const gpuKind = GPU_KIND[r.kind as keyof typeof GPU_KIND];
@@ -221,6 +221,16 @@ export class Trace {
     return { traceEvents: toChromeTraceEvents(spans, { links: [...this.raceLinks(), ...this.waitLinks()], ...options }), displayTimeUnit: 'ms' };
   }
 }
+
+/** The sites of Trace's calls, one each (a stack is taken only when an error reads it). */
+const SITES = {
+  limit: calledAt('trace.limit', Object.getOwnPropertyDescriptor(Trace.prototype, 'limit')!.set),
+  gpuTimestamps: calledAt('trace.gpuTimestamps', Object.getOwnPropertyDescriptor(Trace.prototype, 'gpuTimestamps')!.set),
+  mark: calledAt('trace.mark', Trace.prototype.mark),
+  span: calledAt('trace.span', Trace.prototype.span),
+  gpuTimes: calledAt('trace.gpuTimes', Trace.prototype.gpuTimes),
+  spans: calledAt('trace.spans', Trace.prototype.spans),
+};
 
 /** A link between two ops' spans on a timeline: a race the sanitizer found (first access to second), or a wait (the op waited for to the wait). */
 export interface TraceLink {
@@ -265,7 +275,7 @@ export interface ChromeTraceOptions {
  * order of first use) with their names and sort order, times in microseconds from `origin`.
  */
 export function toChromeTraceEvents(spans: readonly TraceSpan[], options: ChromeTraceOptions = {}): ChromeTraceEvent[] {
-  const site = { op: 'toChromeTrace' };
+  const site = calledAt('toChromeTrace', toChromeTraceEvents);
   if (!Array.isArray(spans)) throw new InvalidArgumentError(`Expected \`spans\` to be an array of TraceSpan (trace.spans()), got ${showValue(spans)}`, site);
   spans.forEach((s, i) => void expectObject(`spans[${i}]`, s, site));
   const o = expectObject('options', options, site);

@@ -169,7 +169,12 @@ export function planTransfer(source: unknown, dst: { buffer: GPUBuffer; label: s
   const room = dstSize - dstOffset;
   let size: number | null = o.size === undefined ? null : expectAligned('size', expectInteger('size', o.size, 0, Number.MAX_SAFE_INTEGER, site), 4, site);
   if (random) {
-    const total = expectInteger('source.size', (source as RandomAccessSource).size, 0, Number.MAX_SAFE_INTEGER, site);
+    const r = source as RandomAccessSource;
+    // Read when the op runs: a NaN `parallel` read nothing, and the op moved the ring's stale bytes.
+    if (r.parallel !== undefined) expectInteger('source.parallel', r.parallel, 1, 256, site);
+    if (r.label !== undefined && typeof r.label !== 'string') throw new InvalidArgumentError(`Expected \`source.label\` to be a string, got ${showValue(r.label)}`, site);
+    if (r.readAhead !== undefined && typeof r.readAhead !== 'boolean') throw new InvalidArgumentError(`Expected \`source.readAhead\` to be a boolean, got ${showValue(r.readAhead)}`, site);
+    const total = expectInteger('source.size', r.size, 0, Number.MAX_SAFE_INTEGER, site);
     if (offset > total) throw new InvalidArgumentError(`offset ${offset} is past the end of the source (${total} bytes)`, site);
     if (size === null) size = expectAligned('size (the rest of the source)', total - offset, 4, site);
     else if (offset + size > total) throw new InvalidArgumentError(`the source has ${total - offset} bytes from offset ${offset}; ${size} asked for`, site);

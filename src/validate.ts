@@ -112,7 +112,7 @@ export function whenAborted(signal: AbortSignal, fn: () => void): () => void {
  */
 export function namedAbort(wait: Promise<void>, signal: AbortSignal | undefined, site: ErrorSite): Promise<void> {
   if (!signal) return wait;
-  const at = new Error('synchronize');
+  const at = site.callSite ?? new Error('synchronize'); // taken now, in the call: cut at the public method
   return wait.catch((e: unknown) => {
     throw e instanceof AbortError ? new AbortError(ownWords(e), { ...site, callSite: at, cause: e.cause }) : e;
   });

@@ -76,6 +76,39 @@ it("in one bundled file (as the CLIs and examples are built), a race report's ca
     expect(seconds, r.output).toHaveLength(2);
     expect(seconds[0], 'the launch (its stack kept while its pipeline validates)').toMatch(/^SECOND at .*race-site\.ts:6:/);
     expect(seconds[1], 'the copy (its stack taken at the report)').toMatch(/^SECOND at .*race-site\.ts:7:/);
+    // Errors thrown at calls whose sites the library builds itself: each names the line of the call.
+    const calls = join(dir, 'calls.ts');
+    const lines = [
+      "import { createNodeContext } from 'webgpu-streams/node';",
+      "import { SafetensorsFile, textureLayout } from 'webgpu-streams';",
+      "const ctx = await createNodeContext({ sanitize: 'throw' });",
+      "const show = async (f: () => unknown) => { try { await f(); } catch (e) { console.log(`SITE ${(e as { name: string }).name} ${(e as { callSite?: string }).callSite?.split('\\n')[0]}`); } };",
+      "const [a, b] = [ctx.createStream({ label: 'a' }), ctx.createStream({ label: 'b' })], x = ctx.alloc(64), p = ctx.allocHost(64, 'upload');",
+      'await show(() => ctx.createEvent().elapsedTime(ctx.createEvent())); // line 6',
+      'await show(() => ctx.trace.spans(NaN as never)); // line 7',
+      'await show(() => textureLayout(\'nope\' as never, [4, 4])); // line 8',
+      'await show(() => SafetensorsFile.open(5 as never)); // line 9',
+      'a.upload(new Uint8Array(64), x);',
+      'await show(() => b.download(x, new Uint8Array(64))); // line 11',
+      'await p.ready(); a.upload(p, x);',
+      'await show(() => p.f32); // line 13: the GPU owns p',
+      'const ac = new AbortController(); a.hostFn(() => new Promise((r) => setTimeout(r, 50))); const w = a.synchronize({ signal: ac.signal }); ac.abort();',
+      'await show(() => w); // the abort names its synchronize: line 14',
+      'await ctx.synchronize(); ctx.destroy();',
+    ];
+    writeFileSync(calls, lines.join('\n'));
+    await build({ configFile: false, logLevel: 'warn', resolve: { alias }, ssr: { noExternal: true, external: ['webgpu'] }, build: { outDir: dir, emptyOutDir: false, ssr: true, target: 'node20', sourcemap: true, rollupOptions: { input: { calls }, external: ['webgpu', /^node:/], output: { entryFileNames: '[name].mjs', format: 'es', codeSplitting: false } } } });
+    const c = await runCommand(process.execPath, ['--enable-source-maps', join(dir, 'calls.mjs')], { cwd: root, timeoutMs: 60_000 });
+    const sites = c.stdout.split('\n').filter((l) => l.startsWith('SITE'));
+    expect(sites, c.output).toEqual([
+      expect.stringMatching(/^SITE EventTimingError at .*calls\.ts:6:/),
+      expect.stringMatching(/^SITE InvalidArgumentError at .*calls\.ts:7:/),
+      expect.stringMatching(/^SITE InvalidArgumentError at .*calls\.ts:8:/),
+      expect.stringMatching(/^SITE InvalidArgumentError at .*calls\.ts:9:/),
+      expect.stringMatching(/^SITE StreamRaceError at .*calls\.ts:11:/),
+      expect.stringMatching(/^SITE StreamRaceError at .*calls\.ts:13:/), // the host's view races with the upload enqueued on p
+      expect.stringMatching(/^SITE AbortError at .*calls\.ts:14:/),
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

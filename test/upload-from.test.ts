@@ -261,6 +261,21 @@ describe(`uploadFrom (seed ${seed})`, () => {
     dst.destroy();
   });
 
+  it("a random-access source's parallel, label and readAhead are checked at the call (a NaN parallel read nothing and the op moved the ring's stale bytes)", async () => {
+    const data = bytesOf(1 << 16), dst = ctx.alloc(1 << 16);
+    const read = async (into: Uint8Array, at: number): Promise<number> => (into.set(data.subarray(at, at + into.byteLength)), Math.min(into.byteLength, data.byteLength - at));
+    const s = ctx.createStream({ label: 'checked source' });
+    for (const [bad, what] of [[{ parallel: NaN }, /source.parallel/], [{ parallel: 'x' }, /source.parallel/], [{ parallel: Symbol('p') }, /source.parallel/], [{ parallel: 0 }, /source.parallel/], [{ label: Symbol('l') }, /source.label/], [{ readAhead: 'no' }, /source.readAhead/]] as const) {
+      expect(() => s.uploadFrom({ size: data.byteLength, read, ...bad } as never, dst), JSON.stringify(Object.keys(bad))).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', op: 'uploadFrom', message: expect.stringMatching(what) }));
+    }
+    s.uploadFrom({ size: data.byteLength, read, parallel: 3, label: 'ok' }, dst);
+    const back = new Uint8Array(data.byteLength);
+    s.download(dst, back);
+    await s.synchronize();
+    expect(back.every((b, i) => b === data[i]), `seed ${seed}`).toBe(true);
+    dst.destroy();
+  });
+
   it('a stream source is read once: a locked one, or one given to an earlier uploadFrom, is refused at the call; a reusable iterable is not', async () => {
     const s = ctx.createStream({ label: 'once' });
     const dst = ctx.alloc(4096, { label: 'dst' });
@@ -286,10 +301,10 @@ describe(`uploadFrom (seed ${seed})`, () => {
     const broken = { getReader: (): never => { throw new Error('no reader'); } } as unknown as ReadableStream<Uint8Array>;
     s.uploadFrom(broken, dst);
     expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ name: 'UploadSourceError', op: 'uploadFrom', stream: 'once', message: expect.stringMatching(/could not be read/) });
-    // Whatever else a source throws names the op that failed, not the host function it runs as.
+    // A source's own getter that throws: read at the call (its parallel is checked there), its error passes through.
     const odd = { size: 4096, read: async (): Promise<number> => 0, get parallel(): number { throw new Error('odd source'); } };
-    s.uploadFrom(odd, dst);
-    expect(await s.synchronize().then(() => null, (e: unknown) => e)).toMatchObject({ op: 'uploadFrom', stream: 'once', message: expect.stringMatching(/uploadFrom failed: .*odd source/) });
+    expect(() => s.uploadFrom(odd, dst)).toThrow(/odd source/);
+    expect(s.pendingOps).toBe(0);
     dst.destroy();
   });
 
