@@ -338,7 +338,7 @@ export class Context {
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['size', 'format', 'usage', 'mipLevelCount', 'dimension', 'label'], site);
     const label = expectLabel(o.label, () => `texture#${++this.#made.buffers}`, site);
-    return new DeviceTexture(this.device, this.memory, textureOptions(options, this.device, label, site), site);
+    return new DeviceTexture(this.device, this.memory, textureOptions(o as unknown as TextureOptions, this.device, label, site), site);
   }
 
   /**
@@ -350,7 +350,7 @@ export class Context {
     this.#checkAlive('allocHost');
     expectInteger('bytes', bytes, 4, this.limits.maxBufferSize, site);
     if (bytes % 4 !== 0) throw new InvalidArgumentError(`Expected \`bytes\` to be a multiple of 4, got ${bytes}`, site);
-    if (kind !== 'upload' && kind !== 'download') throw new InvalidArgumentError(`Expected \`kind\` to be 'upload' or 'download', got \`${String(kind)}\``, site);
+    if (kind !== 'upload' && kind !== 'download') throw new InvalidArgumentError(`Expected \`kind\` to be 'upload' or 'download', got ${showValue(kind)}`, site);
     const o = expectObject('options', options, site);
     expectKnownKeys('options', o, ['label'], site);
     const label = expectLabel(o.label, () => `pinned#${++this.#made.buffers}`, site);

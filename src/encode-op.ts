@@ -5,6 +5,7 @@
  */
 import { InvalidArgumentError, type ErrorSite } from './errors.js';
 import { DeviceBuffer, type DeviceResource } from './memory.js';
+import { PinnedBuffer } from './pinned.js';
 import { asTexture, DeviceTexture, textureRegion, WHOLE, type TextureCopyOptions } from './texture.js';
 import type { ByteRange } from './op.js';
 import { expectInteger, showValue } from './validate.js';
@@ -35,7 +36,7 @@ const taken = new WeakSet<object>();
 /** `list` checked to be command buffers (finished encoders, not given to an `encode` before: a submit takes each once). */
 export function commandBuffers(list: readonly unknown[], site: ErrorSite): GPUCommandBuffer[] {
   const type = (globalThis as { GPUCommandBuffer?: abstract new () => unknown }).GPUCommandBuffer;
-  list.forEach((x, i) => {
+  Array.from(list).forEach((x, i) => {
     const ok = type ? x instanceof type : typeof x === 'object' && x !== null && typeof (x as GPUCommandEncoder).finish !== 'function' && !('size' in x);
     if (!ok) throw new InvalidArgumentError(`Expected \`commands[${i}]\` to be a GPUCommandBuffer (encoder.finish()), got ${showValue(x)}`, site);
     if (taken.has(x as object) || list.indexOf(x) !== i) throw new InvalidArgumentError(`\`commands[${i}]\` was given to stream.encode() before: WebGPU submits a command buffer once; record the commands again`, site);
@@ -53,7 +54,7 @@ export function checkSyncRecorder(fn: unknown, site: ErrorSite): void {
 }
 
 /** The byte ranges `list` (option `what`) declares; DeviceBuffers among them go into `tracked`. */
-export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceResource[]): ByteRange[] {
+export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: Unwrap, site: ErrorSite, tracked: DeviceResource[], device: GPUDevice): ByteRange[] {
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new InvalidArgumentError(`Expected \`${what}\` to be an array of buffers or { buffer, offset?, size? }, got ${showValue(list)}`, site);
   return list.flatMap((x: unknown, i): ByteRange[] => {
@@ -62,12 +63,17 @@ export function declaredRanges(list: unknown, what: 'reads' | 'writes', unwrap: 
     const t = asTexture(region ? region.texture : x);
     if (t) {
       const own = region ? region.texture : x;
-      if (own instanceof DeviceTexture && !tracked.includes(own)) tracked.push(own);
+      if (own instanceof DeviceTexture) {
+        own.checkAlive(site);
+        if (own.device !== device) throw new InvalidArgumentError(`\`${what}[${i}]\`: texture '${own.label}' was allocated on another GPUDevice; a stream uses its own context's device`, site);
+        if (!tracked.includes(own)) tracked.push(own);
+      }
       const rows = region ? textureRegion(t, `${what}[${i}]`, region, false, site) : null;
       const label = t.label || 'GPUTexture';
       return rows ? rows.rowRanges().map(([start, end]) => ({ buffer: t, label, start, end, texture: true })) : [{ buffer: t, label, start: 0, end: WHOLE, texture: true }];
     }
     if (region) throw new InvalidArgumentError(`Expected \`${what}[${i}].texture\` to be a DeviceTexture or GPUTexture, got ${showValue(region.texture)}`, site);
+    if (x instanceof PinnedBuffer) throw new InvalidArgumentError(`\`${what}[${i}]\` is pinned buffer '${x.label}': your commands cannot use it (it is the host's between ops); copy it with stream.upload() or stream.download()`, site);
     // `{ buffer, offset?, size? }`; anything else is the buffer itself (a DeviceBuffer's own `buffer` is its GPUBuffer).
     const range = typeof x === 'object' && x !== null && !(x instanceof DeviceBuffer) && 'buffer' in x;
     const r = (range ? x : { buffer: x }) as { buffer: unknown; offset?: unknown; size?: unknown };

@@ -35,8 +35,9 @@ export async function createNodeContext(options: NodeContextOptions = {}): Promi
   const o = expectObject('options', options, site);
   if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\` (and keeps it alive); pass \`device\` to borrow one, or use createContext({ gpu }) for a gpu of yours`, site);
   expectKnownKeys('options', o, [...OPTION_KEYS.filter((k) => k !== 'gpu'), 'dawnToggles', 'installGlobals', 'adapter'], site);
-  if (o.dawnToggles !== undefined && !(Array.isArray(o.dawnToggles) && o.dawnToggles.every((t) => typeof t === 'string'))) {
-    throw new InvalidArgumentError(`Expected \`dawnToggles\` to be an array of strings, got ${showValue(o.dawnToggles)}`, site);
+  // Dawn's flags are '<key>=<value>' (it throws a bare Error on any other, and on a hole).
+  if (o.dawnToggles !== undefined && !(Array.isArray(o.dawnToggles) && Array.from(o.dawnToggles).every((t) => typeof t === 'string' && /^[\w-]+=/.test(t)))) {
+    throw new InvalidArgumentError(`Expected \`dawnToggles\` to be an array of '<key>=<value>' strings (e.g. 'enable-dawn-features=allow_unsafe_apis'), got ${showValue(o.dawnToggles)}`, site);
   }
   if (o.installGlobals !== undefined) expectBoolean('installGlobals', o.installGlobals, site);
   if (o.adapter !== undefined) expectString('adapter', o.adapter, site);

@@ -95,7 +95,7 @@ export class SafetensorsFile {
   /** The tensor named `name`. */
   tensor(name: string): TensorInfo {
     const t = this.tensors.find((x) => x.name === name);
-    if (!t) throw new InvalidArgumentError(`no tensor '${name}' in ${this.source.label ?? 'the file'}; it has ${this.tensors.length}: ${this.tensors.slice(0, 5).map((x) => x.name).join(', ')}${this.tensors.length > 5 ? ', ...' : ''}`, calledAt('safetensors', SafetensorsFile.prototype.tensor));
+    if (!t) throw new InvalidArgumentError(`no tensor ${typeof name === 'string' ? `'${name}'` : showValue(name)} in ${this.source.label ?? 'the file'}; it has ${this.tensors.length}: ${this.tensors.slice(0, 5).map((x) => x.name).join(', ')}${this.tensors.length > 5 ? ', ...' : ''}`, calledAt('safetensors', SafetensorsFile.prototype.tensor));
     return t;
   }
 
@@ -154,8 +154,8 @@ export function safetensorsHeader(tensors: readonly { name: string; dtype: strin
     header.__metadata__ = m;
   }
   let at = 0;
-  tensors.forEach((t, i) => {
-    const o = expectObject(`tensors[${i}]`, t, site);
+  Array.from(tensors).forEach((t, i) => {
+    const o = expectObject(`tensors[${i}]`, t ?? null, site);
     const name = expectString(`tensors[${i}].name`, o.name, site);
     if (name === '__metadata__' || Object.hasOwn(header, name)) throw new InvalidArgumentError(`tensors[${i}] is named '${name}', ${name === '__metadata__' ? "the header's metadata key" : 'as an earlier tensor is'}; names are unique`, site);
     const bytes = dtypeBytes(o.dtype);

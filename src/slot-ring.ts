@@ -46,31 +46,32 @@ export class SlotRing {
   constructor(ctx: Context, options: SlotRingOptions) {
     if (!(ctx instanceof Context)) throw new InvalidArgumentError(`Expected \`ctx\` to be a Context, got ${showValue(ctx)}`, calledAt('SlotRing', SlotRing));
     const site = calledAt('SlotRing', SlotRing, { context: ctx.label });
-    expectKnownKeys('options', expectObject('options', options, site), ['producer', 'consumer', 'bytes', 'count', 'buffers', 'label'], site);
-    const label = expectLabel(options.label, () => 'slot', site);
-    const { producer, consumer } = options;
+    const o = expectObject('options', options, site) as Partial<SlotRingOptions>;
+    expectKnownKeys('options', o, ['producer', 'consumer', 'bytes', 'count', 'buffers', 'label'], site);
+    const label = expectLabel(o.label, () => 'slot', site);
+    const { producer, consumer } = o;
     for (const [name, s] of [['producer', producer], ['consumer', consumer]] as const) {
       if (!(s instanceof Stream) || s.queue.owner !== ctx.defaultStream.queue.owner) throw new InvalidArgumentError(`Expected \`${name}\` to be a Stream of context '${ctx.label}', got ${showValue(s)}`, site);
     }
     if (producer === consumer) throw new InvalidArgumentError('`producer` and `consumer` are the same stream: one stream orders its own work, no ring needed', site);
-    if (options.buffers !== undefined) {
-      if (!Array.isArray(options.buffers) || options.buffers.length < 1 || !options.buffers.every((b) => b instanceof DeviceBuffer)) throw new InvalidArgumentError(`Expected \`buffers\` to be a non-empty array of DeviceBuffers, got ${showValue(options.buffers)}`, site);
-      if (options.bytes !== undefined || options.count !== undefined) throw new InvalidArgumentError('pass `buffers`, or `bytes` (and `count`), not both', site);
-      for (const b of options.buffers) {
+    if (o.buffers !== undefined) {
+      if (!Array.isArray(o.buffers) || o.buffers.length < 1 || !o.buffers.every((b) => b instanceof DeviceBuffer)) throw new InvalidArgumentError(`Expected \`buffers\` to be a non-empty array of DeviceBuffers, got ${showValue(o.buffers)}`, site);
+      if (o.bytes !== undefined || o.count !== undefined) throw new InvalidArgumentError('pass `buffers`, or `bytes` (and `count`), not both', site);
+      for (const b of o.buffers) {
         b.checkAlive(site);
         if (b.device !== ctx.device) throw new InvalidArgumentError(`buffer '${b.label}' was allocated on another GPUDevice; a ring's slots are its context's (ctx.alloc)`, site);
       }
-      if (new Set(options.buffers).size < options.buffers.length) throw new InvalidArgumentError('`buffers` holds one buffer twice: each slot must be a buffer of its own (a fill would overwrite a slot still being read)', site);
-      this.buffers = [...options.buffers];
+      if (new Set(o.buffers).size < o.buffers.length) throw new InvalidArgumentError('`buffers` holds one buffer twice: each slot must be a buffer of its own (a fill would overwrite a slot still being read)', site);
+      this.buffers = [...o.buffers];
       this.#owned = false;
     } else {
-      const count = options.count === undefined ? 2 : expectInteger('count', options.count, 1, 1 << 16, site);
-      const bytes = expectInteger('bytes', options.bytes, 4, Number.MAX_SAFE_INTEGER, site);
+      const count = o.count === undefined ? 2 : expectInteger('count', o.count, 1, 1 << 16, site);
+      const bytes = expectInteger('bytes', o.bytes, 4, Number.MAX_SAFE_INTEGER, site);
       this.buffers = Array.from({ length: count }, (_, k) => ctx.alloc(bytes, { label: `${label}[${k}]` }));
       this.#owned = true;
     }
-    this.producer = producer;
-    this.consumer = consumer;
+    this.producer = producer as Stream;
+    this.consumer = consumer as Stream;
     this.label = label;
     this.#context = ctx.label;
     this.#ctx = ctx;

@@ -57,5 +57,6 @@ export function workgroupCounts(w: unknown, max: number, site: ErrorSite): [numb
   if (!arr || arr.length < 1 || arr.length > 3) throw new InvalidArgumentError(`Expected \`workgroups\` to be a number or [x, y?, z?], got ${showValue(w)}`, site);
   // As CUDA refuses an empty grid (cudaErrorInvalidConfiguration); WebGPU would run nothing, and Dawn warns.
   if (arr.includes(0)) throw new InvalidArgumentError(`\`workgroups\` ${showValue(w)} has a count of 0: a launch of no workgroups runs nothing (CUDA refuses an empty grid too); skip the launch when there is no work`, site);
-  return [expectInteger('workgroups[0]', arr[0] ?? 1, 1, max, site), expectInteger('workgroups[1]', arr[1] ?? 1, 1, max, site), expectInteger('workgroups[2]', arr[2] ?? 1, 1, max, site)];
+  // x is required (a hole or undefined is no count); y and z default to 1.
+  return [expectInteger('workgroups[0]', arr[0], 1, max, site), expectInteger('workgroups[1]', arr[1] ?? 1, 1, max, site), expectInteger('workgroups[2]', arr[2] ?? 1, 1, max, site)];
 }

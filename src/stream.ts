@@ -24,7 +24,7 @@ import { uploadPageable, type StagingPool } from './transfer.js';
 import { Reader } from './reader.js';
 import { peerSource } from './peer.js';
 import { claim, planTransfer, readsAhead, release, runTransfer, type StagingRing, type Transfer, type UploadFromOptions, type UploadSource } from './upload-from.js';
-import { checkAttached, expectFunction, expectKnownKeys, expectObject, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
+import { checkAttached, expectFunction, expectKnownKeys, expectObject, expectString, namedAbort, showValue, syncSignal, type SyncOptions } from './validate.js';
 
 /** A stream collected without `destroy()` is destroyed then: the context forgets it once its work is done. */
 const collected = new FinalizationRegistry<StreamQueue>((q) => retire(q));
@@ -244,9 +244,9 @@ export class Stream {
     expectKnownKeys('options', o, ['reads', 'writes', 'label'], site);
     const tracked: DeviceBuffer[] = [];
     const unwrap = (b: unknown, what: string, at: ErrorSite): { buffer: GPUBuffer; label: string; size: number } => this.#unwrap(b, what, at);
-    const reads = declaredRanges(o.reads, 'reads', unwrap, site, tracked);
-    const writes = declaredRanges(o.writes, 'writes', unwrap, site, tracked);
-    const label = o.label === undefined ? '' : String(o.label);
+    const reads = declaredRanges(o.reads, 'reads', unwrap, site, tracked, this.#host.device);
+    const writes = declaredRanges(o.writes, 'writes', unwrap, site, tracked, this.#host.device);
+    const label = o.label === undefined ? '' : expectString('label', o.label, site);
     const fn = list ? null : (commands as (encoder: GPUCommandEncoder) => void);
     return this.#enqueue({ kind: 'encode', fn, commandBuffers: list, reads, writes }, NONE, tracked.length ? tracked : NONE, site, label, '', true).id;
   }

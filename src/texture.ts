@@ -48,8 +48,8 @@ export function sampleKind(format: string): 'float' | 'unfilterable-float' | 'ui
 /** How to lay out a texture region's rows in a buffer for one copy command: `bytesPerRow` 256-aligned. */
 export function textureLayout(format: GPUTextureFormat, size: readonly number[]): { bytesPerRow: number; rowsPerImage: number; byteLength: number } {
   const site = calledAt('textureLayout', textureLayout);
-  const texel = TEXEL_BYTES[format];
-  if (texel === undefined) throw new InvalidArgumentError(`format '${String(format)}' has no texel size here (compressed, depth or unknown); transfers move uncompressed color formats`, site);
+  const texel = typeof format === 'string' && Object.hasOwn(TEXEL_BYTES, format) ? TEXEL_BYTES[format] : undefined;
+  if (texel === undefined) throw new InvalidArgumentError(`format ${showValue(format)} has no texel size here (compressed, depth or unknown); transfers move uncompressed color formats`, site);
   const [w, h, d] = extent(size, 'size', site);
   const bytesPerRow = Math.ceil((w * texel) / 256) * 256;
   return { bytesPerRow, rowsPerImage: h, byteLength: bytesPerRow * h * d };

@@ -277,7 +277,7 @@ export interface ChromeTraceOptions {
 export function toChromeTraceEvents(spans: readonly TraceSpan[], options: ChromeTraceOptions = {}): ChromeTraceEvent[] {
   const site = calledAt('toChromeTrace', toChromeTraceEvents);
   if (!Array.isArray(spans)) throw new InvalidArgumentError(`Expected \`spans\` to be an array of TraceSpan (trace.spans()), got ${showValue(spans)}`, site);
-  spans.forEach((s, i) => void expectObject(`spans[${i}]`, s, site));
+  Array.from(spans).forEach((s, i) => void expectObject(`spans[${i}]`, s ?? null, site)); // holes and undefined too
   const o = expectObject('options', options, site);
   expectKnownKeys('options', o, ['pid', 'process', 'origin', 'args', 'links'], site);
   const { pid = 1, process = 'webgpu-streams', origin = 0, args = {}, links = [] } = options;
@@ -286,7 +286,7 @@ export function toChromeTraceEvents(spans: readonly TraceSpan[], options: Chrome
   if (!Number.isFinite(origin)) throw new InvalidArgumentError(`Expected \`origin\` to be a finite number (ms), got ${showValue(origin)}`, site);
   expectObject('args', args, site);
   if (!Array.isArray(links)) throw new InvalidArgumentError(`Expected \`links\` to be an array of TraceLink, got ${showValue(links)}`, site);
-  links.forEach((l, i) => void expectString(`links[${i}].name`, expectObject(`links[${i}]`, l, site).name, site));
+  Array.from(links).forEach((l, i) => void expectString(`links[${i}].name`, expectObject(`links[${i}]`, l ?? null, site).name, site));
   const lanes = ['host', ...new Set(spans.map((s) => s.lane).filter((l) => l !== 'host'))].filter((l) => l !== 'host' || spans.some((s) => s.lane === 'host'));
   const tid = new Map(lanes.map((l, i) => [l, i + 1]));
   const events: ChromeTraceEvent[] = [

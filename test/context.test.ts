@@ -115,9 +115,10 @@ describe('labels and options', () => {
   });
 
   it.each([
-    ['dawnToggles: "x"', { dawnToggles: 'x' }, /`dawnToggles` to be an array of strings/],
+    ['dawnToggles: "x"', { dawnToggles: 'x' }, /`dawnToggles` to be an array of '<key>=<value>' strings/],
+    ['dawnToggles: ["bogus"]', { dawnToggles: ['bogus'] }, /`dawnToggles` to be an array of '<key>=<value>' strings/],
     ['installGlobals: 1', { installGlobals: 1 }, /`installGlobals` to be a boolean/],
-    ['an unknown key', { dawnToggle: [] }, /Unknown option `options.dawnToggle`; expected one of .*`dawnToggles`, `installGlobals`, `adapter`$/],
+    ['an unknown key', { dawnToggle: [] }, /Unknown option `options.dawnToggle`; expected one of .*`dawnToggles`, `installGlobals`, `adapter`\n {2}called at .*context\.test\.ts/],
   ])('createNodeContext refuses %s', async (_name, options, message) => {
     await expect(createNodeContext(options as never)).rejects.toMatchObject({ name: 'InvalidArgumentError', op: 'createNodeContext', message: expect.stringMatching(message) });
   });

@@ -316,3 +316,39 @@ describe('every public entry checks its arguments', () => {
     await expect(call()).rejects.toMatchObject({ name: 'InvalidArgumentError', message: expect.stringMatching(message) });
   });
 });
+
+describe('hostile arguments (from a fuzz of every public call): typed errors at the call, never a bare TypeError', () => {
+  it('missing options, values with no string form, holes, another device or a destroyed texture, a pinned buffer in an encode', async () => {
+    const { SlotRing, encodeSafetensors, textureLayout, toChromeTraceEvents } = await import('../src/index.js');
+    const typed = (f: () => unknown, message?: RegExp): void => {
+      expect(f).toThrow(expect.objectContaining({ name: 'InvalidArgumentError', ...(message ? { message: expect.stringMatching(message) } : {}) }));
+    };
+    typed(() => ctx.allocTexture(undefined as never), /`format`/);
+    typed(() => new SlotRing(ctx, undefined as never), /`producer`/);
+    typed(() => ctx.allocHost(64, Object.create(null) as never), /`kind` to be 'upload' or 'download'/);
+    typed(() => textureLayout(Object.create(null) as never, [4, 4]), /has no texel size/);
+    typed(() => encodeSafetensors([, ] as never), /tensors\[0\]/);
+    typed(() => toChromeTraceEvents([undefined] as never), /spans\[0\]/);
+    const s = ctx.createStream({ label: 'hostile' });
+    typed(() => s.encode([, ] as never), /commands\[0\]/);
+    typed(() => s.encode(() => undefined, { label: 42 as never }), /`label`/);
+    const [x, y, out] = [ctx.alloc(1024), ctx.alloc(1024), ctx.alloc(1024)];
+    typed(() => s.launch(ctx.kernels.vectorAdd, { bindings: [x, y, out], workgroups: [, , ] as never }), /workgroups\[0\]/);
+    typed(() => s.launch(ctx.kernels.vectorAdd, { bindings: [x, y, out], workgroups: [undefined] as never }), /workgroups\[0\]/);
+    const gone = ctx.allocTexture({ size: [4, 4], format: 'rgba8unorm' });
+    gone.destroy();
+    expect(() => s.encode(() => undefined, { reads: [gone] })).toThrow(expect.objectContaining({ name: 'DestroyedError' }));
+    const pinned = ctx.allocHost(64, 'upload', { label: 'p' });
+    typed(() => s.encode(() => undefined, { writes: [pinned as never] }), /pinned buffer 'p': your commands cannot use it/);
+    const other = await gpuContext({ label: 'other' });
+    try {
+      const foreign = other.allocTexture({ size: [4, 4], format: 'rgba8unorm', label: 'foreign' });
+      typed(() => s.encode(() => undefined, { reads: [foreign] }), /texture 'foreign' was allocated on another GPUDevice/);
+    } finally {
+      other.destroy();
+    }
+    expect(s.pendingOps).toBe(0);
+    for (const b of [x, y, out]) b.destroy();
+    pinned.destroy();
+  });
+});
