@@ -11,7 +11,7 @@
  * whole life: when it is garbage-collected while a device is in use, the process crashes.
  */
 import { createContext, OPTION_KEYS, type Context, type ContextOptions } from './context.js';
-import { calledAt, InvalidArgumentError, StreamError, UploadSourceError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
+import { calledAt, InvalidArgumentError, stackFrom, StreamError, UploadSourceError, WebGpuUnavailableError, type ErrorSite } from './errors.js';
 import { expectBoolean, expectInteger, expectKnownKeys, expectObject, expectString, showValue } from './validate.js';
 import type { RandomAccessSource } from './upload-from.js';
 
@@ -31,7 +31,8 @@ export interface NodeContextOptions extends Omit<ContextOptions, 'gpu' | 'keepAl
 }
 
 export async function createNodeContext(options: NodeContextOptions = {}): Promise<Context> {
-  const site = calledAt('createNodeContext', createNodeContext);
+  // Taken now: its errors after an await (no adapter of that name) would find no caller's frame.
+  const site: ErrorSite = { op: 'createNodeContext', callSite: stackFrom(createNodeContext) };
   const o = expectObject('options', options, site);
   if ('gpu' in o || 'keepAlive' in o) throw new InvalidArgumentError(`createNodeContext makes its own \`gpu\` (and keeps it alive); pass \`device\` to borrow one, or use createContext({ gpu }) for a gpu of yours`, site);
   expectKnownKeys('options', o, [...OPTION_KEYS.filter((k) => k !== 'gpu'), 'dawnToggles', 'installGlobals', 'adapter'], site);
