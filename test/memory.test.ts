@@ -6,7 +6,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it, vi } from 'vitest';
-import { gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fixtures/gpu.js';
+import { contextWithFeature, gpuContext, useGpuContext, randomSeed, rng, firstMismatch } from './fixtures/gpu.js';
 import { delay, gate } from './fixtures/gate.js';
 import type { Context, DeviceBuffer, Stream } from '../src/index.js';
 
@@ -306,12 +306,9 @@ describe('staging kept for reuse', () => {
     } finally {
       c.destroy();
     }
-    const gpu = (await import('webgpu')).create([]);
-    const adapter = (await gpu.requestAdapter())!;
-    if (!adapter.features.has('texture-compression-bc')) return;
-    const device = await adapter.requestDevice({ requiredFeatures: ['texture-compression-bc'] });
-    const { createContext } = await import('../src/index.js');
-    const bc = await createContext({ device, label: 'bc' });
+    const withBc = await contextWithFeature('texture-compression-bc', 'bc');
+    if (!withBc) return;
+    const bc = withBc.ctx;
     try {
       // bc1: 8 bytes a 4x4 block. 8x8 with 4 levels: 4 + 1 + 1 + 1 blocks (levels of 2x2 and 1x1 take a block each).
       const t = bc.allocTexture({ size: [8, 8], format: 'bc1-rgba-unorm', mipLevelCount: 4 });
@@ -319,8 +316,7 @@ describe('staging kept for reuse', () => {
       expect(bc.memory.current).toBe(7 * 8);
       t.destroy();
     } finally {
-      bc.destroy();
-      device.destroy();
+      withBc.close();
     }
   });
 });

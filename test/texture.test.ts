@@ -7,7 +7,7 @@
  * byte for byte against what went in or a CPU reference.
  */
 import { describe, expect, it } from 'vitest';
-import { gpuContext, useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
+import { contextWithFeature, gpuContext, useGpuContext, rng, randomSeed, firstMismatch } from './fixtures/gpu.js';
 import { textureProgram } from './fixtures/textures.js';
 import { DestroyedError, GpuValidationError, InvalidArgumentError, StreamRaceError, textureLayout, type Context, type DeviceBuffer } from '../src/index.js';
 import { downloadTexture } from '../src/texture-copy.js';
@@ -381,14 +381,9 @@ describe(`textures (seed ${seed})`, () => {
   });
 
   it('a compressed mip level copies as whole blocks (a 3x3 level of bc1 as 4x4, as WebGPU wants); a part of a block is refused', async () => {
-    const gpu = (await import('webgpu')).create([]);
-    const adapter = (await gpu.requestAdapter())!;
-    if (!adapter.features.has('texture-compression-bc')) return;
-    const device = await adapter.requestDevice({ requiredFeatures: ['texture-compression-bc'] });
-    const { createContext } = await import('../src/index.js');
-    const bc = await createContext({ device, label: 'bc' });
-    const errors: string[] = [];
-    device.addEventListener('uncapturederror', (e) => errors.push((e as GPUUncapturedErrorEvent).error.message));
+    const withBc = await contextWithFeature('texture-compression-bc', 'bc');
+    if (!withBc) return;
+    const { ctx: bc, device } = withBc;
     try {
       const [a, b] = ['bcA', 'bcB'].map((label) => bc.allocTexture({ size: [12, 12], format: 'bc1-rgba-unorm', mipLevelCount: 3, label }));
       const seed0 = randomSeed();
@@ -409,10 +404,9 @@ describe(`textures (seed ${seed})`, () => {
       await s.synchronize();
       expect([...back.subarray(0, 8)], `seed ${seed0}`).toEqual([...block]);
       expect([...back.subarray(256, 264)], `seed ${seed0}`).toEqual([...block]);
-      expect(errors).toEqual([]);
+      expect(bc.errors).toEqual([]);
     } finally {
-      bc.destroy();
-      device.destroy();
+      withBc.close();
     }
   });
 
