@@ -397,7 +397,7 @@ export class PinnedBuffer {
   }
 
   #viewsOrThrow(view: 'bytes' | 'f32' | 'u32'): Views {
-    const at = (): ErrorSite => calledAt('view', Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get, { context: this.#host.label });
+    const at = (stream?: string): ErrorSite => calledAt('view', Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get, { context: this.#host.label, stream });
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, at());
     const closed = this.#host.closed();
     if (closed) throw atCall(closed, at());
@@ -414,7 +414,7 @@ export class PinnedBuffer {
       const who = h ? `op '${h.kind}' #${h.id} on stream '${h.stream.label}'${more > 0 ? ` (and ${more} more op${more > 1 ? 's' : ''} after it)` : ''}` : 'the GPU (mapping it back)';
       throw new PinnedBufferBusyError(
         `pinned buffer '${this.label}' is in use by ${who} until it completes; \`await pinned.ready()\` (or synchronize that stream) before touching its views, fill it from a hostFn enqueued on that stream before that op, or use another buffer`,
-        h ? { ...at(), stream: h.stream.label } : at(),
+        at(h?.stream.label), // not a spread: its callSite is a getter
       );
     }
     return (this.#views ??= { range: this.buffer.getMappedRange() });

@@ -86,6 +86,7 @@ describe('pinned ownership', () => {
     });
     await s.synchronize();
     expect(sErr).toMatchObject({ name: 'PinnedBufferBusyError', op: 'view', context: ctx.label, message: expect.stringMatching(/'upload' #\d+ on stream 'o'/) });
+    expect((sErr as Error).message, 'the view names the line that touched it').toMatch(/\n {2}called at .*pinned\.test\.ts/);
     g.open();
     await o.synchronize();
     expect(firstMismatch(out, want), `seed ${seed}`).toBeNull();
