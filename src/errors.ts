@@ -269,8 +269,9 @@ export function calledAt(op: string, fn: unknown, more: { stream?: string; conte
   return new CalledAt(op, fn, more.stream, more.context);
 }
 
-/** A class, its getter on the prototype: an object literal with a getter cost microseconds a call in V8. */
+/** A class, its getter on the prototype (an object literal with a getter costs microseconds a call in V8); the stack, once taken, is kept. */
 class CalledAt implements ErrorSite {
+  #lazy: Error | undefined;
   constructor(
     readonly op: string,
     readonly fn: unknown,
@@ -278,7 +279,7 @@ class CalledAt implements ErrorSite {
     readonly context: string | undefined,
   ) {}
   get callSite(): Error | undefined {
-    return stackFrom(this.fn);
+    return (this.#lazy ??= stackFrom(this.fn));
   }
 }
 
@@ -324,20 +325,9 @@ export function formatSite(site: string | Error | undefined): string | undefined
   return frames.length ? frames.join('\n') : undefined;
 }
 
-/** @internal a site of a context call (or a stream's, checked by its context): its stack, captured when an error reads it, is cut above the method called on `proto`. */
-export class EntrySite implements ErrorSite {
-  #lazy: Error | undefined;
-  declare readonly stream?: string;
-  constructor(
-    readonly op: string,
-    readonly context: string,
-    readonly proto: object,
-    stream?: string,
-  ) {
-    if (stream !== undefined) (this as { stream?: string }).stream = stream;
-  }
-  get callSite(): Error | undefined {
-    const entry = (this.proto as Record<string, unknown>)[this.op];
-    return (this.#lazy ??= captureSite(true, typeof entry === 'function' ? (entry as (...args: never[]) => unknown) : undefined));
+/** @internal a site of a context call (or a stream's, checked by its context): `calledAt` with the method `op` of `proto`. */
+export class EntrySite extends CalledAt {
+  constructor(op: string, context: string, proto: object, stream?: string) {
+    super(op, (proto as Record<string, unknown>)[op], stream, context);
   }
 }

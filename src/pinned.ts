@@ -397,13 +397,13 @@ export class PinnedBuffer {
   }
 
   #viewsOrThrow(view: 'bytes' | 'f32' | 'u32'): Views {
-    const at = (stream?: string): ErrorSite => calledAt('view', Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get, { context: this.#host.label, stream });
+    const at = (stream?: string): ErrorSite => calledAt('view', VIEW_GETTERS[view], { context: this.#host.label, stream });
     if (this.#destroyRequested) throw new DestroyedError(`pinned buffer '${this.label}' was destroyed; allocate a new one with ctx.allocHost()`, at());
     const closed = this.#host.closed();
     if (closed) throw atCall(closed, at());
     if (this.refused) throw atCall(this.refused, at());
     // Before the ownership check: a race is reported even where this run happens to catch it.
-    if (!this.internal) this.#host.sanitizer?.hostAccess(this, Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, view)!.get);
+    if (!this.internal) this.#host.sanitizer?.hostAccess(this, VIEW_GETTERS[view]);
     if (!this.#viewsUsable()) {
       let h: Claimant | undefined;
       for (const c of this.claimants) if (!h || c.id < h.id) h = c; // the first holder: the others wait behind it
@@ -420,3 +420,10 @@ export class PinnedBuffer {
     return (this.#views ??= { range: this.buffer.getMappedRange() });
   }
 }
+
+/** The view getters, where a stack taken for a view's error or race begins at their caller. */
+const VIEW_GETTERS = {
+  bytes: Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, 'bytes')!.get!,
+  f32: Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, 'f32')!.get!,
+  u32: Object.getOwnPropertyDescriptor(PinnedBuffer.prototype, 'u32')!.get!,
+};

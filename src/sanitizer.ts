@@ -18,7 +18,7 @@
  * The state is per process (contexts may share a device, its buffers and each other's events);
  * each context reports its own ops' races in its own mode.
  */
-import { captureSite, formatSite, stackFrom, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
+import { formatSite, stackFrom, StreamRaceError, type RaceAccess, type RaceReport } from './errors.js';
 import { accessFloor, addPendingHostFn, checking, host, hostFnFloor, join, newStreamClock, type StreamClock, type VectorClock } from './clock.js';
 import type { Op, StreamQueue } from './op.js';
 import { hostCaller } from './scheduler/host.js';
@@ -157,11 +157,9 @@ export class Sanitizer {
     }
     const epoch = vc[entry]!;
     const found = check(p.buffer, p.label, 0, p.size, write, vc, entry, op !== null);
-    if (found) {
-      const site = stackFrom(view);
-      this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
-    }
-    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? stackFrom(view) : undefined });
+    const site = found || this.hostSites ? stackFrom(view) : undefined; // taken once, for the report and the record
+    if (found) this.#report(raceReport(found, op ? describeOp(op, write, site) : hostAccessOf(write, site)));
+    record(p.buffer, { entry, epoch, write, start: 0, end: p.size, vc, op, site: this.hostSites ? site : undefined });
   }
 
   /** Unrecorded waits warned about, by stream and event, each once. */
